@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// gprofile's sampler: a BPF_PROG_TYPE_PERF_EVENT program attached to one
+// perf event per CPU. On every sample it takes the kernel and the user
+// callchain with bpf_get_stack and sends one variable-length record through
+// a BPF ring buffer (only the used part of each stack). A BTF tracepoint on
+// sched_process_fork adds the children of target processes to the target
+// map, so `-p PID` follows forks the way `perf record -p` does.
+//
+// Built with bpf2go (see internal/attach/gen.go); needs no vmlinux.h: the
+// one kernel struct it reads (task_struct) is declared below with
+// preserve_access_index and relocated against the running kernel's BTF.
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+// Must match the kernel's default kernel.perf_event_max_stack (127) and
+// attach.MaxStackDepth.
+#define MAX_STACK_DEPTH 127
+#define TASK_COMM_LEN 16
+
+// Record flags (attach.Flag*).
+#define FLAG_KSTACK_ERR 1 // bpf_get_stack failed for the kernel stack
+#define FLAG_USTACK_ERR 2 // bpf_get_stack failed for the user stack
+
+// Counter slots of the per-CPU "counters" array (attach.Counter*).
+enum counter {
+	COUNTER_SAMPLES = 0,  // program runs that passed the filters
+	COUNTER_LOST,         // records not delivered: ring buffer full
+	COUNTER_KSTACK_ERR,   // kernel stacks that could not be taken
+	COUNTER_USTACK_ERR,   // user stacks that could not be taken
+	COUNTER_FILTERED,     // samples dropped by the pid/idle filters
+	COUNTER_FORKS,        // children added to the target map
+	COUNTER_MAX,
+};
+
+// One ring-buffer record. The header is fixed; ips holds kstack_len/8
+// kernel IPs followed by ustack_len/8 user IPs, leaf first, and the record
+// is cut after the last used IP. Layout mirrors attach.decodeRecord.
+struct sample {
+	__u64 time_ns;    // bpf_ktime_get_ns(): CLOCK_MONOTONIC, ns
+	__u64 period;     // sample period of the event (ns for cpu-clock)
+	__u32 tgid;       // process id
+	__u32 tid;        // thread id
+	__u32 cpu;
+	__u32 flags;      // FLAG_*
+	__u32 kstack_len; // bytes of kernel IPs
+	__u32 ustack_len; // bytes of user IPs
+	char comm[TASK_COMM_LEN];
+	__u64 ips[2 * MAX_STACK_DEPTH];
+};
+
+// Set at load time (const volatile: the verifier prunes dead branches).
+const volatile __u8 filter_tgid = 0;   // 1: only tgids in the targets map
+const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
+const volatile __u8 follow_forks = 1;  // 1: add children of targets
+const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22); // resized by the loader
+} events SEC(".maps");
+
+// Target processes (tgid -> 1); the loader fills it, forks extend it.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+// Per-CPU scratch record: too large for the 512-byte BPF stack.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sample);
+} scratch SEC(".maps");
+
+// Emit the record type into BTF for bpf2go -type.
+const struct sample *unused_sample __attribute__((unused));
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &slot);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int is_target(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&targets, &tgid) != 0;
+}
+
+SEC("perf_event")
+int profile(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	__u32 tid = (__u32)id;
+	__u32 zero = 0;
+
+	if (tgid == 0 && !include_idle) {
+		count(COUNTER_FILTERED);
+		return 0;
+	}
+	if (filter_tgid && !is_target(tgid)) {
+		count(COUNTER_FILTERED);
+		return 0;
+	}
+	count(COUNTER_SAMPLES);
+
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	s->time_ns = bpf_ktime_get_ns();
+	s->period = ctx->sample_period;
+	s->tgid = tgid;
+	s->tid = tid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->flags = 0;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+
+	long klen = bpf_get_stack(ctx, s->ips, MAX_STACK_DEPTH * 8, 0);
+	if (klen < 0) {
+		s->flags |= FLAG_KSTACK_ERR;
+		count(COUNTER_KSTACK_ERR);
+		klen = 0;
+	}
+	__u32 kn = (__u32)klen / 8;
+	if (kn > MAX_STACK_DEPTH)
+		kn = MAX_STACK_DEPTH;
+
+	long ulen = bpf_get_stack(ctx, &s->ips[kn], MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+	if (ulen < 0) {
+		s->flags |= FLAG_USTACK_ERR;
+		count(COUNTER_USTACK_ERR);
+		ulen = 0;
+	}
+	__u32 un = (__u32)ulen / 8;
+	if (un > MAX_STACK_DEPTH)
+		un = MAX_STACK_DEPTH;
+	s->kstack_len = kn * 8;
+	s->ustack_len = un * 8;
+
+	__u64 size = __builtin_offsetof(struct sample, ips) + (__u64)(kn + un) * 8;
+	if (size > sizeof(*s))
+		size = sizeof(*s);
+
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&events, s, size, flags) != 0)
+		count(COUNTER_LOST);
+	return 0;
+}
+
+// Just the fields we read; CO-RE relocates them against kernel BTF.
+struct task_struct {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!follow_forks)
+		return 0;
+	__u32 ptgid = parent->tgid;
+	if (!is_target(ptgid))
+		return 0;
+	__u32 ctgid = child->tgid;
+	if (ctgid == ptgid)
+		return 0; // a new thread: covered by its tgid already
+	__u8 one = 1;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	count(COUNTER_FORKS);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

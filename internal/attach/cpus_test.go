@@ -1,0 +1,56 @@
+package attach
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestParseCPUList(t *testing.T) {
+	good := map[string][]int{
+		"0":             {0},
+		"0-3":           {0, 1, 2, 3},
+		"0-1,4,6-7\n":   {0, 1, 4, 6, 7},
+		" 5,1-2,2 ":     {1, 2, 5},
+		"0-0":           {0},
+		"2,0":           {0, 2},
+		"8-10,12,14-15": {8, 9, 10, 12, 14, 15},
+	}
+	for in, want := range good {
+		got, err := ParseCPUList(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a", "3-1", "-1", "1-", "1,,2", "99999999"} {
+		if got, err := ParseCPUList(in); err == nil {
+			t.Errorf("ParseCPUList(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+func TestOnlineCPUs(t *testing.T) {
+	cpus, err := OnlineCPUs()
+	if err != nil {
+		t.Skipf("no %s here: %v", OnlineCPUsPath, err)
+	}
+	if len(cpus) == 0 || cpus[0] < 0 {
+		t.Errorf("online cpus %v", cpus)
+	}
+}
+
+func TestRingSize(t *testing.T) {
+	for _, c := range []struct {
+		hz   uint64
+		ncpu int
+		want int
+	}{
+		{99, 2, 1 << 20},
+		{999, 2, 2 << 20},
+		{4999, 2, 16 << 20},
+		{100000, 256, 1 << 28},
+	} {
+		if got := ringSize(c.hz, c.ncpu); got != c.want {
+			t.Errorf("ringSize(%d Hz, %d cpus) = %d, want %d", c.hz, c.ncpu, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Event is a perf event to sample on: the type and config of a
+// perf_event_attr, with the name perf list uses for it.
+type Event struct {
+	Name   string // as in `perf list`, e.g. "cpu-clock"
+	Type   uint32 // PERF_TYPE_*
+	Config uint64 // PERF_COUNT_*
+	// Unit is what Sample.Period counts for this event: "nanoseconds" for
+	// cpu-clock, "cycles" for cycles.
+	Unit string
+}
+
+// The events Open chooses from.
+var (
+	// EventCycles is the hardware CPU cycles counter; needs a PMU, which
+	// most virtual machines lack.
+	EventCycles = Event{Name: "cycles", Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Unit: "cycles"}
+	// EventCPUClock is the software cpu-clock event (an hrtimer); works
+	// everywhere.
+	EventCPUClock = Event{Name: "cpu-clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Unit: "nanoseconds"}
+)
+
+// perfAttr returns the perf_event_attr gprofile opens: frequency mode at
+// freqHz, created disabled, no sample_type (the BPF program reads what it
+// needs itself, so the kernel writes no perf ring buffer records).
+func perfAttr(ev Event, freqHz uint64) *unix.PerfEventAttr {
+	return &unix.PerfEventAttr{
+		Type:   ev.Type,
+		Config: ev.Config,
+		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample: freqHz,
+		Bits:   unix.PerfBitFreq | unix.PerfBitDisabled,
+	}
+}
+
+// openPerfEvent opens attr on one CPU for every task (pid -1).
+func openPerfEvent(attr *unix.PerfEventAttr, cpu int) (int, error) {
+	fd, err := unix.PerfEventOpen(attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// noPMU reports a perf_event_open error that means "this event does not
+// exist here" (what perf treats as a reason to fall back to cpu-clock).
+func noPMU(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENXIO)
+}
+
+// writeAttr prints attr field by field, the way `perf record -vv` does,
+// leaving out zero fields.
+func writeAttr(w io.Writer, cpu int, attr *unix.PerfEventAttr) {
+	fmt.Fprintf(w, "perf_event_attr (cpu %d):\n", cpu)
+	row := func(name string, v uint64) {
+		if v != 0 {
+			fmt.Fprintf(w, "  %-32s %d\n", name, v)
+		}
+	}
+	row("type", uint64(attr.Type))
+	row("size", uint64(attr.Size))
+	fmt.Fprintf(w, "  %-32s %#x\n", "config", attr.Config)
+	row("{ sample_period, sample_freq }", attr.Sample)
+	row("sample_type", attr.Sample_type)
+	row("read_format", attr.Read_format)
+	for _, b := range attrBits {
+		if attr.Bits&b.bit != 0 {
+			row(b.name, 1)
+		}
+	}
+	row("wakeup_events", uint64(attr.Wakeup))
+	row("sample_max_stack", uint64(attr.Sample_max_stack))
+	fmt.Fprintf(w, "  perf_event_open(pid -1, cpu %d, group_fd -1, flags FD_CLOEXEC)\n", cpu)
+}
+
+var attrBits = []struct {
+	name string
+	bit  uint64
+}{
+	{"disabled", unix.PerfBitDisabled},
+	{"inherit", unix.PerfBitInherit},
+	{"exclude_user", unix.PerfBitExcludeUser},
+	{"exclude_kernel", unix.PerfBitExcludeKernel},
+	{"exclude_hv", unix.PerfBitExcludeHv},
+	{"exclude_idle", unix.PerfBitExcludeIdle},
+	{"freq", unix.PerfBitFreq},
+	{"enable_on_exec", unix.PerfBitEnableOnExec},
+}

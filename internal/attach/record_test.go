@@ -1,0 +1,109 @@
+package attach
+
+import (
+	"encoding/binary"
+	"testing"
+	"unsafe"
+)
+
+// TestRecordLayout checks the fixed decode offsets against the layout bpf2go
+// generated from the BPF program's BTF.
+func TestRecordLayout(t *testing.T) {
+	var s profileSample
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"time_ns", unsafe.Offsetof(s.TimeNs), offTime},
+		{"period", unsafe.Offsetof(s.Period), offPeriod},
+		{"tgid", unsafe.Offsetof(s.Tgid), offTgid},
+		{"tid", unsafe.Offsetof(s.Tid), offTid},
+		{"cpu", unsafe.Offsetof(s.Cpu), offCPU},
+		{"flags", unsafe.Offsetof(s.Flags), offFlags},
+		{"kstack_len", unsafe.Offsetof(s.KstackLen), offKLen},
+		{"ustack_len", unsafe.Offsetof(s.UstackLen), offULen},
+		{"comm", unsafe.Offsetof(s.Comm), offComm},
+		{"ips", unsafe.Offsetof(s.Ips), offIPs},
+		{"sizeof(ips)", unsafe.Sizeof(s.Ips), maxIPsBytes},
+	} {
+		if c.got != c.want {
+			t.Errorf("struct sample.%s at %d, decoder uses %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+func makeRecord(comm string, kips, uips []uint64) []byte {
+	ne := binary.NativeEndian
+	b := make([]byte, offIPs+8*(len(kips)+len(uips)))
+	ne.PutUint64(b[offTime:], 123456789)
+	ne.PutUint64(b[offPeriod:], 10101010)
+	ne.PutUint32(b[offTgid:], 42)
+	ne.PutUint32(b[offTid:], 43)
+	ne.PutUint32(b[offCPU:], 1)
+	ne.PutUint32(b[offFlags:], FlagUserStackError)
+	ne.PutUint32(b[offKLen:], uint32(8*len(kips)))
+	ne.PutUint32(b[offULen:], uint32(8*len(uips)))
+	copy(b[offComm:offComm+commLen], comm)
+	for i, ip := range append(append([]uint64{}, kips...), uips...) {
+		ne.PutUint64(b[offIPs+8*i:], ip)
+	}
+	return b
+}
+
+func TestDecodeRecord(t *testing.T) {
+	raw := makeRecord("worker", []uint64{0xffffffff81000010, 0xffffffff81000020}, []uint64{0x401000, 0x401100, 0x401200})
+	var s Sample
+	if err := decodeRecord(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.TimeNs != 123456789 || s.Period != 10101010 || s.PID != 42 || s.TID != 43 || s.CPU != 1 || s.Flags != FlagUserStackError {
+		t.Errorf("header decoded as %+v", s)
+	}
+	if string(s.Comm) != "worker" {
+		t.Errorf("comm %q", s.Comm)
+	}
+	if len(s.KernelIPs) != 2 || s.KernelIPs[1] != 0xffffffff81000020 {
+		t.Errorf("kernel ips %x", s.KernelIPs)
+	}
+	if len(s.UserIPs) != 3 || s.UserIPs[0] != 0x401000 || s.UserIPs[2] != 0x401200 {
+		t.Errorf("user ips %x", s.UserIPs)
+	}
+	// Reuse: a shorter record must not leave old IPs behind.
+	if err := decodeRecord(makeRecord("a-full-sixteen-b", nil, []uint64{7}), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.KernelIPs) != 0 || len(s.UserIPs) != 1 || string(s.Comm) != "a-full-sixteen-b" {
+		t.Errorf("reused sample: kernel %x user %x comm %q", s.KernelIPs, s.UserIPs, s.Comm)
+	}
+}
+
+func TestDecodeRecordBad(t *testing.T) {
+	good := makeRecord("x", []uint64{1}, []uint64{2, 3})
+	bad := map[string][]byte{
+		"short header":   good[:offIPs-1],
+		"cut stacks":     good[:len(good)-8],
+		"unaligned klen": func() []byte { b := append([]byte{}, good...); binary.NativeEndian.PutUint32(b[offKLen:], 5); return b }(),
+		"huge ulen": func() []byte {
+			b := append([]byte{}, good...)
+			binary.NativeEndian.PutUint32(b[offULen:], 1<<31)
+			return b
+		}(),
+	}
+	for name, raw := range bad {
+		var s Sample
+		if err := decodeRecord(raw, &s); err == nil {
+			t.Errorf("%s: decoded without error", name)
+		}
+	}
+}
+
+func BenchmarkDecodeRecord(b *testing.B) {
+	raw := makeRecord("bench", make([]uint64, 20), make([]uint64, 30))
+	var s Sample
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := decodeRecord(raw, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// pollInterval is how often the reader looks at the ring buffer when the
+// BPF program has not woken it (it wakes it only past wakeup_bytes).
+const pollInterval = 100 * time.Millisecond
+
+// openEvents opens a disabled perf event per CPU and attaches the program.
+// The first CPU decides the event: cycles, or cpu-clock when cycles does
+// not exist here (or with SoftwareEvent).
+func (s *Sampler) openEvents() error {
+	s.event = EventCycles
+	if s.cfg.SoftwareEvent {
+		s.event = EventCPUClock
+	}
+	for i, cpu := range s.cpus {
+		attr := perfAttr(s.event, s.cfg.FrequencyHz)
+		fd, err := openPerfEvent(attr, cpu)
+		if err != nil && i == 0 && s.event == EventCycles && noPMU(err) {
+			s.logf("gprofile: no hardware cycles event here (%v); sampling the software cpu-clock event\n", err)
+			s.event = EventCPUClock
+			attr = perfAttr(s.event, s.cfg.FrequencyHz)
+			fd, err = openPerfEvent(attr, cpu)
+		}
+		if s.cfg.Verbose != nil {
+			writeAttr(s.cfg.Verbose, cpu, attr)
+			fmt.Fprintf(s.cfg.Verbose, "  = fd %d, err %v\n", fd, err)
+		}
+		if err != nil {
+			return s.eventError(cpu, err)
+		}
+		s.fds = append(s.fds, fd)
+		if err := s.attachProgram(fd); err != nil {
+			return fmt.Errorf("attach BPF program to the perf event on cpu %d: %w", cpu, err)
+		}
+	}
+	return nil
+}
+
+func (s *Sampler) eventError(cpu int, err error) error {
+	what := fmt.Sprintf("open %s perf event on cpu %d", s.event.Name, cpu)
+	if errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("%s: %w (frequency %d Hz too high for kernel.perf_event_max_sample_rate?)", what, err, s.cfg.FrequencyHz)
+	}
+	if noPMU(err) && s.event.Type == unix.PERF_TYPE_HARDWARE {
+		return fmt.Errorf("%s: %w", what, ErrNoPMU)
+	}
+	return permissionError(what, err)
+}
+
+// attachProgram attaches the profile program to a perf event with a BPF
+// link (Linux 5.15), or with PERF_EVENT_IOC_SET_BPF on older kernels.
+func (s *Sampler) attachProgram(fd int) error {
+	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: s.objs.Profile, Attach: ebpf.AttachPerfEvent})
+	if err == nil {
+		s.links = append(s.links, l)
+		return nil
+	}
+	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, s.objs.Profile.FD())
+}
+
+// setEnabled enables or disables every perf event.
+func (s *Sampler) setEnabled(on bool) error {
+	req := uint(unix.PERF_EVENT_IOC_DISABLE)
+	if on {
+		req = unix.PERF_EVENT_IOC_ENABLE
+	}
+	var errs []error
+	for _, fd := range s.fds {
+		if err := unix.IoctlSetInt(fd, req, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run enables the perf events and calls fn for every sample until ctx is
+// done; then it disables the events, reads what is left in the ring
+// buffer, and returns nil. fn runs on the calling goroutine; the Sample and
+// its slices are valid only during the call. A record that does not decode
+// is counted in Counters.Malformed and skipped.
+func (s *Sampler) Run(ctx context.Context, fn func(*Sample)) error {
+	if s.closed {
+		return errors.New("run a closed sampler")
+	}
+	if err := s.setEnabled(true); err != nil {
+		return fmt.Errorf("enable perf events: %w", err)
+	}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.setEnabled(false)
+			s.reader.Flush()
+		case <-stopped:
+		}
+	}()
+	var rec ringbuf.Record
+	var smp Sample
+	for {
+		s.reader.SetDeadline(time.Now().Add(pollInterval))
+		err := s.reader.ReadInto(&rec)
+		switch {
+		case err == nil:
+			if decodeRecord(rec.RawSample, &smp) != nil {
+				s.malformed++
+				continue
+			}
+			fn(&smp)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, ringbuf.ErrFlushed):
+			return nil
+		default:
+			s.setEnabled(false)
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+	}
+}

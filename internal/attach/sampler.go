@@ -1,0 +1,240 @@
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Config says what a Sampler samples.
+type Config struct {
+	// FrequencyHz is the sampling frequency per CPU, in Hz (perf's -F).
+	FrequencyHz uint64
+	// CPUs lists the CPUs to sample on; nil means every online CPU.
+	CPUs []int
+	// PIDs restricts sampling to these processes (tgids) and the processes
+	// they fork while sampling runs; nil samples every process.
+	PIDs []uint32
+	// SoftwareEvent forces the cpu-clock event instead of trying cycles.
+	SoftwareEvent bool
+	// IncludeIdle keeps samples of the idle task (pid 0).
+	IncludeIdle bool
+	// RingBytes is the ring buffer size in bytes, a power of two and a
+	// multiple of the page size; 0 sizes it from FrequencyHz × CPUs.
+	RingBytes int
+	// Log receives one-line notes (the fallback to cpu-clock, a missing fork
+	// tracepoint); nil discards them.
+	Log io.Writer
+	// Verbose receives every perf_event_attr opened and the BPF load
+	// details; nil prints nothing.
+	Verbose io.Writer
+}
+
+// Sampler is a loaded BPF program attached to one perf event per CPU.
+// Create it with Open, read samples with Run, release it with Close.
+type Sampler struct {
+	cfg       Config
+	event     Event
+	cpus      []int
+	ringBytes int
+	objs      bpfObjects
+	fds       []int
+	links     []link.Link
+	reader    *ringbuf.Reader
+	malformed uint64
+	closed    bool
+}
+
+type bpfObjects struct {
+	Profile  *ebpf.Program `ebpf:"profile"`
+	Events   *ebpf.Map     `ebpf:"events"`
+	Targets  *ebpf.Map     `ebpf:"targets"`
+	Counters *ebpf.Map     `ebpf:"counters"`
+	Scratch  *ebpf.Map     `ebpf:"scratch"`
+}
+
+// Open loads the BPF program, opens a disabled perf event on every CPU and
+// attaches the program to each. Sampling starts with Run. Any failure
+// closes everything opened so far.
+//
+// Errors wrap ErrPermission (not root and lacking CAP_BPF/CAP_PERFMON),
+// ErrNoRingbuf (kernel < 5.8), ErrFrequency or ErrNoPMU.
+func Open(cfg Config) (_ *Sampler, err error) {
+	if err := CheckFrequency(cfg.FrequencyHz); err != nil {
+		return nil, err
+	}
+	s := &Sampler{cfg: cfg, cpus: cfg.CPUs}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.cpus == nil {
+		if s.cpus, err = OnlineCPUs(); err != nil {
+			return nil, err
+		}
+	}
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return nil, ErrNoRingbuf
+		}
+		return nil, permissionError("probe BPF ring buffer support", err)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, permissionError("raise RLIMIT_MEMLOCK for BPF maps", err)
+	}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	if err := s.openEvents(); err != nil {
+		return nil, err
+	}
+	if s.reader, err = ringbuf.NewReader(s.objs.Events); err != nil {
+		return nil, fmt.Errorf("open ring buffer reader: %w", err)
+	}
+	return s, nil
+}
+
+// Event returns the event sampled on (cycles, or cpu-clock after a
+// fallback).
+func (s *Sampler) Event() Event { return s.event }
+
+// CPUs returns the CPUs sampled on, ascending.
+func (s *Sampler) CPUs() []int { return s.cpus }
+
+// RingBytes returns the ring buffer size in bytes.
+func (s *Sampler) RingBytes() int { return s.ringBytes }
+
+// ringSize returns RingBytes, or a size for half a second of the largest
+// records at hz on ncpu CPUs: a power of two between 1 MiB and 256 MiB.
+func ringSize(hz uint64, ncpu int) int {
+	want := hz * uint64(ncpu) * (offIPs + maxIPsBytes) / 2
+	size := uint64(1) << 20
+	if want > size {
+		size = 1 << bits.Len64(want-1)
+	}
+	return int(min(size, 1<<28))
+}
+
+func (s *Sampler) load() error {
+	spec, err := loadProfile()
+	if err != nil {
+		return err
+	}
+	s.ringBytes = s.cfg.RingBytes
+	if s.ringBytes == 0 {
+		s.ringBytes = ringSize(s.cfg.FrequencyHz, len(s.cpus))
+	}
+	spec.Maps["events"].MaxEntries = uint32(s.ringBytes)
+	consts := map[string]any{
+		"filter_tgid":  boolByte(s.cfg.PIDs != nil),
+		"include_idle": boolByte(s.cfg.IncludeIdle),
+		"follow_forks": boolByte(s.cfg.PIDs != nil),
+		"wakeup_bytes": uint64(s.ringBytes / 4),
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		return s.loadError(err)
+	}
+	s.verbosef("BPF: loaded program profile, ring buffer %d bytes, wakeup at %d bytes\n", s.ringBytes, s.ringBytes/4)
+	if s.cfg.PIDs == nil {
+		return nil
+	}
+	for _, pid := range s.cfg.PIDs {
+		if err := s.objs.Targets.Put(pid, uint8(1)); err != nil {
+			return fmt.Errorf("add pid %d to the target map: %w", pid, err)
+		}
+	}
+	s.attachForks(spec)
+	return nil
+}
+
+func (s *Sampler) loadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) && s.cfg.Verbose != nil {
+		fmt.Fprintf(s.cfg.Verbose, "BPF verifier log:\n%+v\n", ve)
+	}
+	return permissionError("load BPF program", err)
+}
+
+// attachForks loads and attaches the sched_process_fork program that adds
+// children of targets to the target map. Without kernel BTF it only notes
+// that children are not followed.
+func (s *Sampler) attachForks(spec *ebpf.CollectionSpec) {
+	var fork struct {
+		FollowFork *ebpf.Program `ebpf:"follow_fork"`
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"targets": s.objs.Targets, "counters": s.objs.Counters,
+		"events": s.objs.Events, "scratch": s.objs.Scratch,
+	}}
+	err := spec.LoadAndAssign(&fork, opts)
+	if err == nil {
+		var l link.Link
+		l, err = link.AttachTracing(link.TracingOptions{Program: fork.FollowFork})
+		fork.FollowFork.Close()
+		if err == nil {
+			s.links = append(s.links, l)
+			s.verbosef("BPF: attached follow_fork to tp_btf/sched_process_fork\n")
+			return
+		}
+	}
+	s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *Sampler) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		fmt.Fprintf(s.cfg.Log, format, args...)
+	}
+}
+
+func (s *Sampler) verbosef(format string, args ...any) {
+	if s.cfg.Verbose != nil {
+		fmt.Fprintf(s.cfg.Verbose, format, args...)
+	}
+}
+
+// Close detaches the program, closes every perf event, the ring buffer
+// reader and the BPF objects. It is idempotent and safe after a failed
+// Open.
+func (s *Sampler) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	for _, fd := range s.fds {
+		errs = append(errs, unix.Close(fd))
+	}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	// Program.Close and Map.Close accept nil (a failed load).
+	for _, c := range []io.Closer{s.objs.Profile, s.objs.Events, s.objs.Targets, s.objs.Counters, s.objs.Scratch} {
+		errs = append(errs, c.Close())
+	}
+	s.links, s.fds = nil, nil
+	return errors.Join(errs...)
+}

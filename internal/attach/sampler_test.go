@@ -1,0 +1,80 @@
+package attach
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// TestSamplerPID samples a spinning workload through the real BPF program
+// and checks records: its pid and comm, user stacks, sane periods, and
+// counters that agree with what was read.
+func TestSamplerPID(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fno-omit-frame-pointer")
+	cmd := exec.Command(bin, "20")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := uint32(cmd.Process.Pid)
+
+	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var n, withUser, other int
+	err = s.Run(ctx, func(smp *Sample) {
+		n++
+		if smp.PID != pid || string(smp.Comm) != "spin" {
+			other++
+		}
+		if len(smp.UserIPs) >= 3 {
+			withUser++
+		}
+		if smp.Period == 0 || smp.TimeNs == 0 {
+			t.Errorf("sample with period %d, time %d", smp.Period, smp.TimeNs)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("event %s, %d samples read, counters %+v", s.Event().Name, n, c)
+	if n < 250 {
+		t.Errorf("read %d samples in 1 s at 499 Hz, want at least 250", n)
+	}
+	if other != 0 {
+		t.Errorf("%d samples of other processes passed the pid filter", other)
+	}
+	if withUser < n*9/10 {
+		t.Errorf("%d of %d samples have a user stack of 3+ frames", withUser, n)
+	}
+	if c.Samples != uint64(n)+c.Lost {
+		t.Errorf("BPF counted %d samples, %d lost, reader got %d", c.Samples, c.Lost, n)
+	}
+}
+
+// TestSamplerCloseTwice checks Close is idempotent.
+func TestSamplerCloseTwice(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
