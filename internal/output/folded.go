@@ -1,0 +1,162 @@
+package output
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gprofile/gprofile/internal/symbolize"
+)
+
+// unknownName stands for a frame or thread that has no name.
+const unknownName = "[unknown]"
+
+// kernelSuffix marks kernel frames, as stackcollapse-perf.pl --kernel does.
+const kernelSuffix = "_[k]"
+
+// WriteFolded writes samples as folded stacks, the format of Brendan
+// Gregg's stackcollapse scripts that flamegraph.pl and speedscope read: one
+// line per distinct stack,
+//
+//	comm;user_root;...;user_leaf;kernel_root_[k];...;kernel_leaf_[k] COUNT
+//
+// root first, the user part before the kernel part, inlined frames as frames
+// of their own, frames named by FoldedName, the comm sanitized the same way
+// (an empty comm written as "[unknown]"). COUNT is the number of samples
+// (Sample.Count), summed over the samples that give the same line; lines
+// whose counts sum to 0 are left out. Lines are sorted in byte order, so
+// the output of two runs can be compared with diff. Writes to w are
+// buffered; the error is the first one w returned.
+func WriteFolded(w io.Writer, samples []Sample) error {
+	counts := make(map[string]int64)
+	var line []byte
+	for i := range samples {
+		line = appendFoldedStack(line[:0], &samples[i])
+		counts[string(line)] += samples[i].Count
+	}
+	lines := make([]string, 0, len(counts))
+	for l, c := range counts {
+		if c != 0 {
+			lines = append(lines, l)
+		}
+	}
+	slices.Sort(lines)
+
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var num []byte
+	for _, l := range lines {
+		bw.WriteString(l)
+		bw.WriteByte(' ')
+		num = strconv.AppendInt(num[:0], counts[l], 10)
+		num = append(num, '\n')
+		bw.Write(num)
+	}
+	// bufio.Writer keeps the first error; Flush reports it.
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write folded stacks: %w", err)
+	}
+	return nil
+}
+
+// appendFoldedStack appends the folded line of s without its count.
+func appendFoldedStack(buf []byte, s *Sample) []byte {
+	if s.Comm == "" {
+		buf = append(buf, unknownName...)
+	} else {
+		buf = appendSanitized(buf, s.Comm)
+	}
+	frames := stackFrames(s.Stack)
+	// User part, then kernel part, each from its root (the end) to its leaf.
+	for _, kernel := range [...]bool{false, true} {
+		for i := len(frames) - 1; i >= 0; i-- {
+			if f := &frames[i]; isKernel(f) == kernel {
+				buf = append(buf, ';')
+				buf = appendFoldedName(buf, f)
+			}
+		}
+	}
+	return buf
+}
+
+// FoldedName returns the name of f as it appears in folded stacks:
+//
+//   - the function name (Frame.Function) when the frame is named;
+//   - otherwise, for a frame in a file mapping, "[<file>+0x<offset>]", where
+//     <file> is the base name of the mapping's path (without the brackets of
+//     pseudo-paths such as "[vdso]") and <offset> the file offset of the
+//     address in hex, Address - Mapping.Start + Mapping.Offset, which
+//     stays the same across processes and ASLR;
+//   - otherwise (no mapping, an anonymous mapping, or a kernel frame)
+//     "[unknown]".
+//
+// Kernel frames get the suffix "_[k]". Names are sanitized for the folded
+// format: ';' becomes ':', and control characters (newlines and tabs
+// included), line separators and invalid UTF-8 become '?'.
+func FoldedName(f *symbolize.Frame) string {
+	return string(appendFoldedName(nil, f))
+}
+
+func appendFoldedName(buf []byte, f *symbolize.Frame) []byte {
+	kernel := isKernel(f)
+	switch m := f.Mapping; {
+	case f.Function != "":
+		buf = appendSanitized(buf, f.Function)
+	case m != nil && !kernel && m.Path != "":
+		buf = append(buf, '[')
+		buf = appendSanitized(buf, mappingBase(m.Path))
+		buf = append(buf, "+0x"...)
+		buf = strconv.AppendUint(buf, f.Address-m.Start+m.Offset, 16)
+		buf = append(buf, ']')
+	default:
+		buf = append(buf, unknownName...)
+	}
+	if kernel {
+		buf = append(buf, kernelSuffix...)
+	}
+	return buf
+}
+
+// isKernel reports whether f is a kernel frame.
+func isKernel(f *symbolize.Frame) bool {
+	return f.Kernel || (f.Mapping != nil && f.Mapping.Kernel)
+}
+
+// mappingBase returns the base name of a mapping's path, with the brackets
+// of a pseudo-path ("[vdso]") removed.
+func mappingBase(path string) string {
+	base := filepath.Base(path)
+	if len(base) > 2 && strings.HasPrefix(base, "[") && strings.HasSuffix(base, "]") {
+		base = base[1 : len(base)-1]
+	}
+	return base
+}
+
+// appendSanitized appends s with ';' replaced by ':' and control
+// characters, line and paragraph separators and invalid UTF-8 bytes
+// replaced by '?', so that a name is one field of one folded line.
+func appendSanitized(buf []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			if c == ';' {
+				c = ':'
+			}
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			buf = append(buf, '?')
+		} else {
+			buf = append(buf, s[i:i+size]...)
+		}
+		i += size
+	}
+	return buf
+}

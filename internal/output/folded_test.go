@@ -1,0 +1,121 @@
+package output
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites the file with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (run go test -update to accept it)\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestWriteFoldedGolden(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteFolded(&buf, newFixture().aggregate().Samples()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fixture.folded", buf.Bytes())
+}
+
+// TestWriteFoldedOrder checks that the order of the samples does not
+// matter, and that equal lines are summed.
+func TestWriteFoldedOrder(t *testing.T) {
+	samples := newFixture().aggregate().Samples()
+	var fwd, rev bytes.Buffer
+	if err := WriteFolded(&fwd, samples); err != nil {
+		t.Fatal(err)
+	}
+	reversed := make([]Sample, len(samples))
+	for i, s := range samples {
+		reversed[len(samples)-1-i] = s
+	}
+	if err := WriteFolded(&rev, reversed); err != nil {
+		t.Fatal(err)
+	}
+	if fwd.String() != rev.String() {
+		t.Errorf("output depends on sample order:\n%s\nvs\n%s", fwd.String(), rev.String())
+	}
+	// pid 100 and pid 101 "app" fold to the same write stack: 3 + 2.
+	const line = "app;__libc_start_call_main;main;write;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];ksys_write_[k];vfs_write_[k] 5\n"
+	if !bytes.Contains(fwd.Bytes(), []byte(line)) {
+		t.Errorf("missing summed line %q in\n%s", line, fwd.String())
+	}
+}
+
+func TestWriteFoldedEdgeCases(t *testing.T) {
+	var buf bytes.Buffer
+	samples := []Sample{
+		{PID: 1, Comm: "empty", Stack: nil, Count: 2},
+		{PID: 1, Comm: "zero", Stack: &symbolize.Stack{}, Count: 0},
+		{PID: 2, Comm: "tab\there", Stack: &symbolize.Stack{}, Count: 1},
+	}
+	if err := WriteFolded(&buf, samples); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.String(), "empty 2\ntab?here 1\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+type failWriter struct{ err error }
+
+func (w failWriter) Write([]byte) (int, error) { return 0, w.err }
+
+func TestWriteFoldedError(t *testing.T) {
+	errDisk := errors.New("disk full")
+	err := WriteFolded(failWriter{errDisk}, newFixture().aggregate().Samples())
+	if !errors.Is(err, errDisk) {
+		t.Errorf("got error %v, want one wrapping %v", err, errDisk)
+	}
+}
+
+func TestFoldedName(t *testing.T) {
+	kernel := &symbolize.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff83000000, Path: KernelFile, Kernel: true}
+	lib := newMapping("/usr/lib/libz.so.1", "", 0x7f0000002000, 0x1000, 0x2000, 7)
+	vdso := newMapping("[vdso]", "", 0x7ffd00000000, 0x2000, 0, 0)
+	anon := newMapping("", "", 0x7f3000000000, 0x1000, 0, 0)
+	for _, c := range []struct {
+		frame symbolize.Frame
+		want  string
+	}{
+		{symbolize.Frame{Function: "main.main"}, "main.main"},
+		{symbolize.Frame{Function: "std::vector<int>::push_back(int const&)"}, "std::vector<int>::push_back(int const&)"},
+		{symbolize.Frame{Function: "a;b\nc\r\x7fd\u2028e\xfff"}, "a:b?c??d?e?f"},
+		{symbolize.Frame{Function: "héllo_世界"}, "héllo_世界"},
+		{symbolize.Frame{Function: "schedule", Kernel: true, Mapping: kernel}, "schedule_[k]"},
+		{symbolize.Frame{Function: "schedule", Mapping: kernel}, "schedule_[k]"},
+		{symbolize.Frame{Address: 0xffffffff81000010, Kernel: true, Mapping: kernel}, "[unknown]_[k]"},
+		{symbolize.Frame{Address: 0xffffffff81000010, Kernel: true}, "[unknown]_[k]"},
+		{symbolize.Frame{Address: at(lib, 0x2abc), Mapping: lib}, "[libz.so.1+0x2abc]"},
+		{symbolize.Frame{Address: at(vdso, 0x9d0), Mapping: vdso}, "[vdso+0x9d0]"},
+		{symbolize.Frame{Address: 0x7f3000000010, Mapping: anon}, "[unknown]"},
+		{symbolize.Frame{Address: 0x1234}, "[unknown]"},
+	} {
+		if got := FoldedName(&c.frame); got != c.want {
+			t.Errorf("FoldedName(%+v) = %q, want %q", c.frame, got, c.want)
+		}
+	}
+}

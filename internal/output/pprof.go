@@ -1,0 +1,220 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/gprofile/gprofile/internal/symbolize"
+)
+
+// Sample types, labels and file name of the profiles BuildPprof makes.
+const (
+	// LabelComm is the string label that holds a sample's thread name.
+	LabelComm = "comm"
+	// LabelPID is the numeric label that holds a sample's process ID. It
+	// has no unit, so pprof prints it as a plain number and
+	// -tagfocus=pid=1234 selects one process.
+	LabelPID = "pid"
+	// KernelFile is the File of the kernel's mapping, as perf names it.
+	KernelFile = "[kernel.kallsyms]"
+)
+
+// Meta describes the run a profile comes from.
+type Meta struct {
+	// Start is when sampling began; the zero Time leaves it out.
+	Start time.Time
+	// Duration is how long sampling ran (wall clock).
+	Duration time.Duration
+	// PeriodNanos is the nominal sampling period in nanoseconds of CPU
+	// time, 1e9 divided by the sampling frequency in Hz; 0 when unknown.
+	PeriodNanos int64
+	// Comments are free-form lines shown by pprof -comments, such as the
+	// command line of the run.
+	Comments []string
+}
+
+// BuildPprof returns samples as a pprof profile.
+//
+// Every sample has two values, "samples"/"count" (Sample.Count) and
+// "cpu"/"nanoseconds" (Sample.Nanos, the default), a string label "comm"
+// (left out when the comm is "") and a numeric label "pid". Its locations
+// are in stack order, leaf first: kernel leaf to kernel root, then user
+// leaf to user root. Frames that share an address are one location whose
+// Line holds them innermost first, as pprof expects; a location whose
+// frames have no function name has no Line, so that pprof -symbolize can
+// name it later from the binary.
+//
+// There is one pprof mapping per binary segment, identified by build ID
+// (or, without one, by path, device and inode) and file offset; all kernel
+// frames share the mapping "[kernel.kallsyms]". The same segment mapped at
+// different addresses in different processes (ASLR) keeps the range of the
+// first process seen, and the addresses of the others are moved into it
+// (addr - Start + first Start), so that equal code has equal addresses and
+// one Location. (Locations are keyed by mapping, address and lines: one
+// address named in one process and unnamed in another, whose binary could
+// not be read, gives two locations rather than lending or losing names.)
+// A mapping with no file identity (anonymous memory such as
+// JIT code, or a pseudo-path without a build ID) is kept per process.
+// Frames with no mapping become locations with an address only. Mappings
+// are in order of first use, except that the first executable file that is
+// not a shared library comes first: pprof takes the first mapping for the
+// main binary and shows its name in the report header.
+//
+// The Has* flags of a mapping are true only when every location in it has
+// them: HasFunctions when all have a function name, HasFilenames and
+// HasLineNumbers when all their lines also have a file and line,
+// HasInlineFrames when they are named and at least one location holds
+// inlined frames. pprof re-symbolizes only mappings whose flags are all
+// false.
+//
+// BuildPprof fails when meta holds a negative duration or period, or when
+// the result does not pass profile.CheckValid (a bug).
+func BuildPprof(samples []Sample, meta Meta) (*profile.Profile, error) {
+	if meta.Duration < 0 || meta.PeriodNanos < 0 {
+		return nil, fmt.Errorf("build pprof profile: negative duration %v or period %d ns", meta.Duration, meta.PeriodNanos)
+	}
+	b := newBuilder()
+	p := b.p
+	p.SampleType = []*profile.ValueType{
+		{Type: "samples", Unit: "count"},
+		{Type: "cpu", Unit: "nanoseconds"},
+	}
+	p.DefaultSampleType = "cpu"
+	p.PeriodType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+	p.Period = meta.PeriodNanos
+	p.DurationNanos = meta.Duration.Nanoseconds()
+	if !meta.Start.IsZero() {
+		p.TimeNanos = meta.Start.UnixNano()
+	}
+	p.Comments = slices.Clone(meta.Comments)
+
+	p.Sample = make([]*profile.Sample, 0, len(samples))
+	for i := range samples {
+		p.Sample = append(p.Sample, b.sample(&samples[i]))
+	}
+	b.setMappingFlags()
+	mainFirst(p.Mapping)
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("build pprof profile: %w", err)
+	}
+	return p, nil
+}
+
+// WritePprof writes samples to w as a gzipped pprof profile made by
+// BuildPprof. The error is BuildPprof's or the first one w returned.
+func WritePprof(w io.Writer, samples []Sample, meta Meta) error {
+	p, err := BuildPprof(samples, meta)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(w); err != nil {
+		return fmt.Errorf("write pprof profile: %w", err)
+	}
+	return nil
+}
+
+// sample converts one Sample.
+func (b *builder) sample(s *Sample) *profile.Sample {
+	ps := &profile.Sample{
+		Location: b.stackLocations(s.Stack),
+		Value:    []int64{s.Count, s.Nanos},
+		NumLabel: map[string][]int64{LabelPID: {int64(s.PID)}},
+	}
+	if s.Comm != "" {
+		ps.Label = map[string][]string{LabelComm: {s.Comm}}
+	}
+	return ps
+}
+
+// stackLocations returns the locations of st, leaf first, in a new slice.
+func (b *builder) stackLocations(st *symbolize.Stack) []*profile.Location {
+	if st == nil {
+		return nil
+	}
+	locs, ok := b.stacks[st]
+	if !ok {
+		frames := st.Frames
+		for i := 0; i < len(frames); {
+			j := locationEnd(frames, i)
+			locs = append(locs, b.location(frames[i:j]))
+			i = j
+		}
+		b.stacks[st] = locs
+	}
+	// pprof's filters edit Sample.Location in place; give each its own.
+	return slices.Clone(locs)
+}
+
+// locationEnd returns the end of the location that starts at frames[i]:
+// the frames after the inlined ones that precede the physical frame.
+// Consecutive physical frames at one address (direct recursion) stay
+// separate locations.
+func locationEnd(frames []symbolize.Frame, i int) int {
+	f := &frames[i]
+	j := i
+	for j+1 < len(frames) && frames[j].Inlined {
+		n := &frames[j+1]
+		if n.Address != f.Address || n.Mapping != f.Mapping || isKernel(n) != isKernel(f) {
+			break
+		}
+		j++
+	}
+	return j + 1
+}
+
+// setMappingFlags sets the Has* flags of every mapping from its locations.
+func (b *builder) setMappingFlags() {
+	type stat struct{ unnamed, noFile, noLine, inline bool }
+	stats := make(map[*profile.Mapping]*stat, len(b.p.Mapping))
+	for _, m := range b.p.Mapping {
+		stats[m] = new(stat)
+	}
+	for _, l := range b.p.Location {
+		if l.Mapping == nil {
+			continue
+		}
+		s := stats[l.Mapping]
+		s.unnamed = s.unnamed || len(l.Line) == 0
+		s.inline = s.inline || len(l.Line) > 1
+		for _, ln := range l.Line {
+			s.noFile = s.noFile || ln.Function.Filename == ""
+			s.noLine = s.noLine || ln.Line == 0
+		}
+	}
+	for _, m := range b.p.Mapping {
+		s := stats[m]
+		m.HasFunctions = !s.unnamed
+		m.HasFilenames = m.HasFunctions && !s.noFile
+		m.HasLineNumbers = m.HasFunctions && !s.noLine
+		m.HasInlineFrames = m.HasFunctions && s.inline
+	}
+}
+
+// sharedLibRx matches the base names of shared libraries: libc.so.6,
+// libfoo.so, libbar.so_1.
+var sharedLibRx = regexp.MustCompile(`\.so($|[._][0-9])`)
+
+// mainFirst moves the first mapping of an executable that is not a shared
+// library or a pseudo-file ("[vdso]", "[kernel.kallsyms]") to the front,
+// keeps the order of the others, and numbers them from 1.
+func mainFirst(mappings []*profile.Mapping) {
+	i := slices.IndexFunc(mappings, func(m *profile.Mapping) bool {
+		base := filepath.Base(strings.TrimSuffix(m.File, " (deleted)"))
+		return m.File != "" && !strings.HasPrefix(base, "[") && !sharedLibRx.MatchString(base)
+	})
+	if i > 0 {
+		main := mappings[i]
+		copy(mappings[1:i+1], mappings[:i])
+		mappings[0] = main
+	}
+	for i, m := range mappings {
+		m.ID = uint64(i + 1)
+	}
+}
