@@ -1,0 +1,206 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ianlancetaylor/demangle"
+)
+
+// ErrBadELF wraps every error that says a file is not a usable ELF
+// executable or shared object: a bad header, a truncated file, corrupt
+// symbol tables (including a panic inside debug/elf, which NewBinary turns
+// into this error).
+var ErrBadELF = errors.New("bad ELF file")
+
+// pageSize is the size of a memory page (bytes); mapping offsets in
+// /proc/PID/maps are multiples of it.
+var pageSize = uint64(os.Getpagesize())
+
+// maxSymbolWalk is how many symbols Lookup looks back past the nearest one
+// for a symbol that encloses the address (a sized function that contains a
+// smaller, nested symbol).
+const maxSymbolWalk = 4
+
+// Binary is the symbol-table view of one ELF executable or shared object:
+// its function symbols, GNU build ID and PT_LOAD segments. It keeps no file
+// open; it holds 32 bytes per symbol plus the names. A Binary is read-only once built and safe for concurrent use.
+type Binary struct {
+	typ     elf.Type
+	buildID string
+	loads   []elf.ProgHeader // PT_LOAD, in file order
+	syms    []elfSym         // sorted by start, starts unique
+	names   string           // arena holding every kept symbol name
+}
+
+// elfSym is one function symbol: [start, end) in ELF virtual addresses,
+// name names[name:name+nlen].
+type elfSym struct {
+	start, end uint64
+	name, nlen uint32
+	sized      bool
+}
+
+// ELFSymbol is a function symbol of a Binary.
+type ELFSymbol struct {
+	// Function is the display name, demangled (C++ and Rust) with
+	// demangle.Filter and demangle.NoClones.
+	Function string
+	// SystemName is the name as it stands in .symtab or .dynsym.
+	SystemName string
+	// Start is the ELF virtual address (st_value) of the first byte.
+	Start uint64
+	// Size is st_size in bytes; 0 when the symbol has none, and it then
+	// covers the addresses up to the next symbol or its section's end.
+	Size uint64
+}
+
+// OpenBinary reads the ELF file at path. Errors from opening the file are
+// returned wrapped as they are (fs.ErrNotExist, fs.ErrPermission);
+// everything else wraps ErrBadELF.
+func OpenBinary(path string) (*Binary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load binary: %w", err)
+	}
+	defer f.Close()
+	b, err := NewBinary(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// NewBinary reads an ELF executable (ET_EXEC) or shared object or PIE
+// (ET_DYN) from r: the function symbols of .symtab and .dynsym (STT_FUNC,
+// STT_GNU_IFUNC, and sized STT_NOTYPE in executable sections; the
+// functions of .gopclntab instead of .symtab for a Go binary stripped of
+// it), merged, sorted by address and deduplicated (at one address a
+// sized, global name with fewer leading underscores wins); the
+// NT_GNU_BUILD_ID note; the PT_LOAD program headers. r is not used after
+// it returns. Every error wraps ErrBadELF; it never panics on corrupt
+// input.
+func NewBinary(r io.ReaderAt) (b *Binary, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b, err = nil, fmt.Errorf("%w: debug/elf panicked: %v", ErrBadELF, p)
+		}
+	}()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return nil, fmt.Errorf("%w: type %v is not an executable or shared object", ErrBadELF, f.Type)
+	}
+	b = &Binary{typ: f.Type, buildID: buildID(f)}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			b.loads = append(b.loads, p.ProgHeader)
+		}
+	}
+	if err := b.readSymbols(f); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
+	}
+	return b, nil
+}
+
+// BuildID returns the hex GNU build ID (NT_GNU_BUILD_ID), "" if none.
+func (b *Binary) BuildID() string { return b.buildID }
+
+// Type returns the ELF type: elf.ET_EXEC (fixed addresses) or elf.ET_DYN
+// (PIE or shared object, loaded at a bias).
+func (b *Binary) Type() elf.Type { return b.typ }
+
+// Loads returns the PT_LOAD program headers in file order. The slice is
+// shared and must not be modified.
+func (b *Binary) Loads() []elf.ProgHeader { return b.loads }
+
+// Len returns the number of function symbols kept.
+func (b *Binary) Len() int { return len(b.syms) }
+
+// Lookup returns the function symbol covering the ELF virtual address
+// elfAddr: the nearest symbol at or below it whose [start, start+size)
+// holds it (for a size-0 symbol: before the next symbol and its section's
+// end). ok is false when no symbol covers it.
+func (b *Binary) Lookup(elfAddr uint64) (sym ELFSymbol, ok bool) {
+	i := b.search(elfAddr)
+	for j := i; j >= 0 && j > i-maxSymbolWalk; j-- {
+		s := &b.syms[j]
+		if elfAddr < s.end {
+			return b.symbol(s), true
+		}
+	}
+	return ELFSymbol{}, false
+}
+
+// symbol builds the exported form of s, demangling its name.
+func (b *Binary) symbol(s *elfSym) ELFSymbol {
+	raw := b.names[s.name : s.name+s.nlen]
+	sym := ELFSymbol{
+		Function:   demangle.Filter(raw, demangle.NoClones),
+		SystemName: raw,
+		Start:      s.start,
+	}
+	if s.sized {
+		sym.Size = s.end - s.start
+	}
+	return sym
+}
+
+// search returns the index of the last symbol starting at or below addr,
+// or -1.
+func (b *Binary) search(addr uint64) int {
+	lo, hi := 0, len(b.syms)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if b.syms[m].start <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
+// Bias returns the load bias of a mapping of this file that starts at
+// process address start with file offset offset (both from
+// /proc/PID/maps): elfAddr = addr - bias, and addr = elfAddr + bias, in
+// wrapping uint64 arithmetic. It uses the PT_LOAD segment whose file range
+// holds offset (the segment's offset rounded down to a page counts), an
+// executable one first. ok is false when no segment holds offset. For
+// ET_EXEC files the bias is normally 0.
+func (b *Binary) Bias(start, offset uint64) (bias uint64, ok bool) {
+	seg, ok := b.segmentFor(offset)
+	if !ok {
+		return 0, false
+	}
+	return start - offset + seg.Off - seg.Vaddr, true
+}
+
+// ELFAddress translates the process address addr, in a mapping that starts
+// at start with file offset offset, to an ELF virtual address; ok is false
+// as for Bias.
+func (b *Binary) ELFAddress(addr, start, offset uint64) (elfAddr uint64, ok bool) {
+	bias, ok := b.Bias(start, offset)
+	return addr - bias, ok
+}
+
+// segmentFor returns the PT_LOAD segment whose file range holds the
+// mapping offset, preferring executable segments.
+func (b *Binary) segmentFor(offset uint64) (elf.ProgHeader, bool) {
+	for _, execOnly := range []bool{true, false} {
+		for _, p := range b.loads {
+			if execOnly && p.Flags&elf.PF_X == 0 {
+				continue
+			}
+			if p.Off&^(pageSize-1) <= offset && offset < p.Off+p.Filesz {
+				return p, true
+			}
+		}
+	}
+	return elf.ProgHeader{}, false
+}

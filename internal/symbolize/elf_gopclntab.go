@@ -1,0 +1,69 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"encoding/binary"
+	"math"
+)
+
+// appendGoFuncs appends the functions of a Go binary's .gopclntab to raws.
+// It is the symbol source for Go binaries without .symtab (go build
+// -ldflags=-s, and the binaries go test and go run build). A missing or
+// unparsable table adds nothing: the other symbol tables still count.
+func appendGoFuncs(raws []rawSym, f *elf.File) []rawSym {
+	sec := f.Section(".gopclntab")
+	if sec == nil {
+		return raws
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return raws
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, goTextStart(f, data)))
+	if err != nil {
+		return raws
+	}
+	for i := range tab.Funcs {
+		fn := &tab.Funcs[i]
+		if fn.End <= fn.Entry || fn.Name == "" {
+			continue
+		}
+		raws = append(raws, rawSym{
+			name: fn.Name, start: fn.Entry, size: fn.End - fn.Entry, limit: math.MaxUint64,
+			bind: elf.STB_GLOBAL, typ: elf.STT_FUNC,
+		})
+	}
+	return raws
+}
+
+// goTextStart returns the ELF address of runtime.text, which .gopclntab
+// offsets are relative to: the textStart word of a Go 1.18+ table header
+// when the file holds it (0 in PIE files, where a relocation fills it in),
+// else the start of .text.
+func goTextStart(f *elf.File, pcln []byte) uint64 {
+	if len(pcln) >= 8 {
+		ptr := int(pcln[7])
+		magic := f.ByteOrder.Uint32(pcln)
+		if (magic == 0xfffffff0 || magic == 0xfffffff1) && len(pcln) >= 8+3*ptr {
+			if v := readWord(f.ByteOrder, pcln[8+2*ptr:], ptr); v != 0 {
+				return v
+			}
+		}
+	}
+	if text := f.Section(".text"); text != nil {
+		return text.Addr
+	}
+	return 0
+}
+
+// readWord reads a 4- or 8-byte word; 0 for other sizes.
+func readWord(order binary.ByteOrder, b []byte, size int) uint64 {
+	switch size {
+	case 4:
+		return uint64(order.Uint32(b))
+	case 8:
+		return order.Uint64(b)
+	}
+	return 0
+}

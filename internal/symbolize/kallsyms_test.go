@@ -1,0 +1,178 @@
+package symbolize
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+func loadFixtureKallsyms(t *testing.T) *Kallsyms {
+	t.Helper()
+	k, err := LoadKallsyms("testdata/kallsyms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestKallsymsLookup(t *testing.T) {
+	k := loadFixtureKallsyms(t)
+	if k.Hidden() {
+		t.Fatal("Hidden() = true for a file with addresses")
+	}
+	tests := []struct {
+		addr         uint64
+		name, module string
+		start        uint64
+	}{
+		{0x1000, "", "", 0},                                        // before the first symbol
+		{0xffffffff80ffffff, "", "", 0},                            // just before _stext
+		{0xffffffff81000000, "startup_64", "", 0xffffffff81000000}, // global wins, markers dropped
+		{0xffffffff810000ff, "startup_64", "", 0xffffffff81000000},
+		{0xffffffff81000100, "secondary_startup_64", "", 0xffffffff81000100},
+		{0xffffffff81000300, "secondary_startup_64", "", 0xffffffff81000100}, // data symbols dropped
+		{0xffffffff81001010, "abort", "", 0xffffffff81001010},                // weak symbols kept
+		{0xffffffff810027ff, "do_syscall_64", "", 0xffffffff81002000},        // last byte of text
+		{0xffffffff81002800, "", "", 0},                                      // _etext bounds it
+		{0xffffffff83000123, "start_kernel", "", 0xffffffff83000000},         // init text
+		{0xffffffff83000400, "", "", 0},                                      // _einittext bounds it
+		{0xffffffffa0000010, "xfs_foo", "xfs", 0xffffffffa0000000},           // out of order in file
+		{0xffffffffc0001000, "ext4_foo", "ext4", 0xffffffffc0001000},
+		{0xffffffffc0001150, "ext4_bar", "ext4", 0xffffffffc0001100},
+		{0xffffffffc0001200, "ext4_bar", "ext4", 0xffffffffc0001100}, // no module end known
+		{0xffffffffc0300010, "bpf_prog_6deef7357e7b4530_sd_fw_egress", "bpf", 0xffffffffc0300000},
+		{0xffffffffc0300800, "bpf_prog_aaaaaaaaaaaaaaaa_handle", "bpf", 0xffffffffc0300800},
+		{0xffffffffc0300800 + maxKernelTail, "", "", 0}, // past the tail of the last symbol
+	}
+	for _, tt := range tests {
+		sym, ok := k.Lookup(tt.addr)
+		if ok != (tt.name != "") || sym.Name != tt.name || sym.Module != tt.module || sym.Start != tt.start {
+			t.Errorf("Lookup(%#x) = %+v, %v; want {%s %#x %s}", tt.addr, sym, ok, tt.name, tt.start, tt.module)
+		}
+	}
+	if start, end, ok := k.TextRange(); !ok || start != 0xffffffff81000000 || end != 0xffffffff81002800 {
+		t.Errorf("TextRange() = %#x, %#x, %v", start, end, ok)
+	}
+	if n := k.Len(); n != 12 {
+		t.Errorf("Len() = %d, want 12", n)
+	}
+}
+
+func TestKallsymsModules(t *testing.T) {
+	k := loadFixtureKallsyms(t)
+	if err := k.LoadModules("testdata/modules.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if sym, ok := k.Lookup(0xffffffffc0001fff); !ok || sym.Name != "ext4_bar" {
+		t.Errorf("Lookup(last byte of ext4) = %+v, %v; want ext4_bar", sym, ok)
+	}
+	if sym, ok := k.Lookup(0xffffffffc0002000); ok {
+		t.Errorf("Lookup(end of ext4) = %+v; want no symbol", sym)
+	}
+	if sym, ok := k.Lookup(0xffffffffa0001000); ok {
+		t.Errorf("Lookup(end of xfs) = %+v; want no symbol", sym)
+	}
+	got := map[string]KernelModule{}
+	for _, m := range k.Modules() {
+		got[m.Name] = m
+	}
+	if m := got["ext4"]; m.Start != 0xffffffffc0000000 || m.End != 0xffffffffc0002000 {
+		t.Errorf("ext4 module = %+v", m)
+	}
+	if m := got["bpf"]; m.Start != 0xffffffffc0300000 || m.End != 0xffffffffc0300800+maxKernelTail {
+		t.Errorf("bpf module = %+v", m)
+	}
+	if _, ok := got["gone"]; ok || len(got) != 4 {
+		t.Errorf("Modules() = %+v; want ext4, xfs, __builtin__ftrace, bpf", got)
+	}
+	if err := k.LoadModules("testdata/missing"); err == nil {
+		t.Error("LoadModules(missing file) succeeded")
+	}
+}
+
+func TestKallsymsHidden(t *testing.T) {
+	k, err := LoadKallsyms("testdata/kallsyms_hidden.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Hidden() {
+		t.Fatal("Hidden() = false for all-zero addresses")
+	}
+	if sym, ok := k.Lookup(0); ok {
+		t.Errorf("Lookup(0) = %+v on hidden kallsyms", sym)
+	}
+	if _, _, ok := k.TextRange(); ok {
+		t.Error("TextRange() ok on hidden kallsyms")
+	}
+	if m := k.Modules(); len(m) != 0 {
+		t.Errorf("Modules() = %v on hidden kallsyms", m)
+	}
+}
+
+func TestParseKallsymsErrors(t *testing.T) {
+	for _, in := range []string{
+		"",
+		"\n\n",
+		"ffffffff81000000 T\n",
+		"zzzz T foo\n",
+		"ffffffff81000000 T _stext\nffffffff81000000T foo\n",
+		"1ffffffff81000000 T foo\n", // 17 digits
+	} {
+		if k, err := ParseKallsyms(strings.NewReader(in)); err == nil {
+			t.Errorf("ParseKallsyms(%q) = %d symbols, want error", in, k.Len())
+		}
+	}
+	k, err := ParseKallsyms(strings.NewReader("ffffffff81000000 T foo")) // no final newline
+	if err != nil || k.Len() != 1 {
+		t.Errorf("ParseKallsyms(no newline) = %v, %v", k, err)
+	}
+}
+
+func TestKallsymsReal(t *testing.T) {
+	data, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+	}
+	k, err := ParseKallsyms(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Hidden() {
+		t.Skip("skipping: /proc/kallsyms addresses are hidden (kptr_restrict; run as root)")
+	}
+	start, end, ok := k.TextRange()
+	if !ok {
+		t.Fatal("no _stext/_etext in /proc/kallsyms")
+	}
+	sym, ok := k.Lookup(start + (end-start)/2)
+	if !ok || sym.Module != "" || sym.Start < start {
+		t.Errorf("Lookup(middle of text) = %+v, %v", sym, ok)
+	}
+}
+
+func BenchmarkKallsymsLoad(b *testing.B) {
+	if _, err := os.ReadFile("/proc/kallsyms"); err != nil {
+		b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+	}
+	for b.Loop() {
+		if _, err := LoadKallsyms("/proc/kallsyms"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKallsymsParse measures the parse alone: reading /proc/kallsyms
+// costs the kernel tens of milliseconds by itself.
+func BenchmarkKallsymsParse(b *testing.B) {
+	data, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := parseKallsyms(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package symbolize
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// kernelPath is the Mapping.Path of the kernel image, as perf and pprof
+// name it.
+const kernelPath = "[kernel.kallsyms]"
+
+// frameInfo is what one address resolves to: every Frame field that does
+// not depend on which sample it came from. The address caches hold it.
+type frameInfo struct {
+	function, systemName string
+	start                uint64
+	mapping              *Mapping
+	reason               Reason
+}
+
+// kernelSymbolizer names kernel addresses from kallsyms and caches them.
+type kernelSymbolizer struct {
+	ksyms   *Kallsyms // nil when kallsyms could not be read
+	note    string
+	image   *Mapping
+	modules []moduleMapping
+	cache   map[uint64]frameInfo
+}
+
+// moduleMapping is the shared Mapping of one module.
+type moduleMapping struct {
+	name string
+	m    *Mapping
+}
+
+// newKernelSymbolizer loads kallsyms (and, to bound module symbols,
+// procRoot/modules). Failures leave it working with a note: kernel frames
+// then stay unnamed.
+func newKernelSymbolizer(kallsymsPath, procRoot string) *kernelSymbolizer {
+	k := &kernelSymbolizer{
+		image: &Mapping{Path: kernelPath, Kernel: true, Limit: math.MaxUint64},
+		cache: make(map[uint64]frameInfo),
+	}
+	ks, err := LoadKallsyms(kallsymsPath)
+	switch {
+	case err != nil:
+		k.note = fmt.Sprintf("kernel frames are not named: %v", err)
+		return k
+	case ks.Hidden():
+		k.ksyms = ks
+		k.note = hiddenNote(kallsymsPath, procRoot)
+		return k
+	}
+	k.ksyms = ks
+	_ = ks.LoadModules(filepath.Join(procRoot, "modules")) // optional bound
+	if start, end, ok := ks.TextRange(); ok {
+		k.image.Start, k.image.Limit = start, end
+	}
+	for _, m := range ks.Modules() {
+		k.modules = append(k.modules, moduleMapping{m.Name, &Mapping{
+			Start: m.Start, Limit: m.End, Path: "[" + m.Name + "]", Kernel: true,
+		}})
+	}
+	return k
+}
+
+// hiddenNote explains zero addresses in kallsyms from the sysctls that
+// cause them, read from <procRoot>/sys/kernel (kernel.kptr_restrict, and
+// kernel.perf_event_paranoid which kptr_restrict=0 defers to).
+func hiddenNote(kallsymsPath, procRoot string) string {
+	sysctl := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel", name))
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	var why string
+	switch restrict := sysctl("kptr_restrict"); restrict {
+	case "2":
+		why = "kernel.kptr_restrict=2 hides them even from root; set sysctl kernel.kptr_restrict=1 and run as root"
+	case "0":
+		why = "kernel.kptr_restrict=0 with kernel.perf_event_paranoid=" + sysctl("perf_event_paranoid") +
+			" hides them from users without CAP_SYSLOG; run as root, or set sysctl kernel.perf_event_paranoid=1"
+	default:
+		why = "kernel.kptr_restrict=" + restrict + " hides them from users without CAP_SYSLOG; run as root"
+	}
+	return fmt.Sprintf("kernel frames are not named: %s lists every address as 0 (%s)", kallsymsPath, why)
+}
+
+// resolve names the kernel address addr (already moved back by one for
+// return addresses), through the cache.
+func (k *kernelSymbolizer) resolve(addr uint64) frameInfo {
+	if fi, ok := k.cache[addr]; ok {
+		return fi
+	}
+	fi := k.lookup(addr)
+	k.cache[addr] = fi
+	return fi
+}
+
+// lookup names addr from kallsyms.
+func (k *kernelSymbolizer) lookup(addr uint64) frameInfo {
+	switch {
+	case k.ksyms == nil:
+		return frameInfo{mapping: k.image, reason: ReasonNoSymbol}
+	case k.ksyms.Hidden():
+		return frameInfo{mapping: k.image, reason: ReasonKernelHidden}
+	}
+	if sym, ok := k.ksyms.Lookup(addr); ok {
+		m := k.mappingOf(sym.Module, addr)
+		if m == nil {
+			m = k.image // a symbol outside _stext.._etext, such as init text
+		}
+		return frameInfo{function: sym.Name, systemName: sym.Name, start: sym.Start, mapping: m}
+	}
+	if m := k.mappingOf("", addr); m != nil {
+		return frameInfo{mapping: m, reason: ReasonNoSymbol}
+	}
+	return frameInfo{reason: ReasonNoMapping}
+}
+
+// mappingOf returns the Mapping of the named module, or else of the
+// image or module whose range holds addr, or nil.
+func (k *kernelSymbolizer) mappingOf(module string, addr uint64) *Mapping {
+	for _, mm := range k.modules {
+		if module != "" && mm.name == module {
+			return mm.m
+		}
+	}
+	if k.image.Start <= addr && addr < k.image.Limit {
+		return k.image
+	}
+	for _, mm := range k.modules {
+		if mm.m.Start <= addr && addr < mm.m.Limit {
+			return mm.m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package symbolize
+
+import (
+	"os"
+	"os/exec"
+	"reflect"
+	"runtime"
+	"testing"
+)
+
+// liveTarget is a function of the test binary whose PC the live tests
+// symbolize.
+//
+//go:noinline
+func liveTarget(n int) int { return n*3 + 1 }
+
+// liveSymbolizer returns a Symbolizer of the live system.
+func liveSymbolizer(t testing.TB) *Symbolizer {
+	t.Helper()
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// funcPC returns the entry PC of fn and its name in the Go runtime.
+func funcPC(fn any) (uint64, string) {
+	pc := reflect.ValueOf(fn).Pointer()
+	return uint64(pc), runtime.FuncForPC(pc).Name()
+}
+
+func TestStackLiveGo(t *testing.T) {
+	s := liveSymbolizer(t)
+	pc, name := funcPC(liveTarget)
+	pid := uint32(os.Getpid())
+	// As a leaf at its entry, and as a return address one byte in.
+	st := s.Stack(pid, nil, []uint64{pc, pc + 1})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range st.Frames {
+		if f.Function != name || f.Reason != ReasonNone || f.SymbolStart != pc {
+			t.Errorf("frame %d = %+v; want %s at %#x", i, f, name, pc)
+		}
+		if f.Mapping == nil || f.Mapping.Path != exe {
+			t.Errorf("frame %d mapping = %+v; want %s", i, f.Mapping, exe)
+		}
+	}
+}
+
+func TestStackLiveVDSO(t *testing.T) {
+	vdso, _ := loadVDSO("/proc")
+	if vdso == nil || vdso.Len() == 0 {
+		t.Skip("skipping: no readable [vdso] with symbols in /proc/self")
+	}
+	entries := selfMaps(t)
+	var m MapsEntry
+	for _, e := range entries {
+		if e.Path == "[vdso]" {
+			m = e
+		}
+	}
+	bias, ok := vdso.Bias(m.Start, m.Offset)
+	if !ok {
+		t.Fatalf("no vDSO segment for %+v", m)
+	}
+	sym := &vdso.syms[vdso.Len()/2]
+	want := vdso.names[sym.name : sym.name+sym.nlen]
+	s := liveSymbolizer(t)
+	st := s.Stack(uint32(os.Getpid()), nil, []uint64{sym.start + bias})
+	checkFrames(t, st.Frames, []wantFrame{{want, ReasonNone, "[vdso]"}})
+	if st.Frames[0].Mapping.BuildID != vdso.BuildID() {
+		t.Errorf("vDSO BuildID = %q, want %q", st.Frames[0].Mapping.BuildID, vdso.BuildID())
+	}
+}
+
+func selfMaps(t *testing.T) []MapsEntry {
+	t.Helper()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	defer f.Close()
+	entries, err := ParseMaps(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
+func TestStackLiveKernel(t *testing.T) {
+	k, err := LoadKallsyms("/proc/kallsyms")
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if k.Hidden() {
+		t.Skip("skipping: /proc/kallsyms addresses are hidden (kptr_restrict; run as root)")
+	}
+	start, _, ok := k.TextRange()
+	if !ok {
+		t.Skip("skipping: no kernel text range in /proc/kallsyms")
+	}
+	want, ok := k.Lookup(start + 0x1000)
+	if !ok {
+		t.Fatalf("no kernel symbol at _stext+0x1000")
+	}
+	s := liveSymbolizer(t)
+	if s.Note() != "" {
+		t.Errorf("Note() = %q with readable kallsyms", s.Note())
+	}
+	st := s.Stack(0, []uint64{start + 0x1000}, nil)
+	checkFrames(t, st.Frames, []wantFrame{{want.Name, ReasonNone, "[kernel.kallsyms]"}})
+	if f := st.Frames[0]; !f.Kernel || !f.Mapping.Kernel || f.SymbolStart != want.Start {
+		t.Errorf("kernel frame = %+v", f)
+	}
+}
+
+func TestStackLiveProcessGone(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("skipping: cannot run true: %v", err)
+	}
+	s := liveSymbolizer(t)
+	st := s.Stack(uint32(cmd.Process.Pid), nil, []uint64{0x401000})
+	checkFrames(t, st.Frames, []wantFrame{{"", ReasonProcessGone, "-"}})
+}
+
+// BenchmarkStackWarm measures Stack on a warm cache: a 16-frame user stack
+// of this test binary, every address already seen.
+func BenchmarkStackWarm(b *testing.B) {
+	s := liveSymbolizer(b)
+	pid := uint32(os.Getpid())
+	var ips []uint64
+	for _, fn := range []any{liveTarget, liveSymbolizer, funcPC, selfMaps, New, ParseMaps, LoadKallsyms, OpenBinary} {
+		pc, _ := funcPC(fn)
+		ips = append(ips, pc+8, pc+16)
+	}
+	if f := s.Stack(pid, nil, ips).Frames[0]; f.Reason != ReasonNone {
+		b.Fatalf("cold lookup failed: %+v", f)
+	}
+	for b.Loop() {
+		s.Stack(pid, nil, ips)
+	}
+}

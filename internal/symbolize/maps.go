@@ -1,0 +1,190 @@
+package symbolize
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MapsEntry is one line of /proc/PID/maps:
+//
+//	55a22b7e5000-55a22b7ea000 r-xp 00002000 fe:00 247026   /usr/bin/cat
+type MapsEntry struct {
+	// Start and Limit bound the mapping [Start, Limit) in the process's
+	// virtual address space (bytes).
+	Start, Limit uint64
+	// Offset is the file offset of Start (bytes); 0 for anonymous memory.
+	Offset uint64
+	// Perms is the permission field as written, such as "r-xp".
+	Perms string
+	// Device is the device number of the file (unix.Mkdev of the
+	// "major:minor" hex pair), and Inode its inode; both 0 for anonymous
+	// memory and pseudo-paths.
+	Device, Inode uint64
+	// Path is the file as the process sees it (in its mount namespace),
+	// a pseudo-path such as "[vdso]", "[heap]" or "[anon:name]", or ""
+	// for anonymous memory. The kernel's " (deleted)" suffix is removed.
+	Path string
+	// Deleted reports that the file was deleted (or replaced) after it was
+	// mapped: Path no longer names it; /proc/PID/map_files still does.
+	Deleted bool
+}
+
+// Executable reports whether the mapping may hold code ('x' in Perms).
+func (e *MapsEntry) Executable() bool { return strings.IndexByte(e.Perms, 'x') >= 0 }
+
+// MapsSyntaxError reports lines of a maps file that ParseMaps skipped.
+type MapsSyntaxError struct {
+	Line    int    // 1-based number of the first skipped line
+	Text    string // that line
+	Skipped int    // number of lines skipped
+}
+
+func (e *MapsSyntaxError) Error() string {
+	return fmt.Sprintf("parse maps: skipped %d malformed lines, first at line %d: %q",
+		e.Skipped, e.Line, e.Text)
+}
+
+const deletedSuffix = " (deleted)"
+
+// ParseMaps parses /proc/PID/maps text into its entries, in file order
+// (ascending Start). Malformed lines never stop it: they are skipped, and
+// the entries of all other lines come back together with a
+// *MapsSyntaxError that counts the skipped lines (use errors.As to tell it
+// from a read error). A read error returns the entries parsed so far and
+// the wrapped error.
+func ParseMaps(r io.Reader) ([]MapsEntry, error) {
+	data, readErr := readAll(r, 64<<10)
+	var entries []MapsEntry
+	var bad *MapsSyntaxError
+	lastPath := ""
+	for lineNo := 1; len(data) > 0; lineNo++ {
+		line := data
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		e, ok := parseMapsLine(line, lastPath)
+		if !ok {
+			if bad == nil {
+				bad = &MapsSyntaxError{Line: lineNo, Text: string(line)}
+			}
+			bad.Skipped++
+			continue
+		}
+		lastPath = e.Path
+		entries = append(entries, e)
+	}
+	if readErr != nil {
+		return entries, fmt.Errorf("read maps: %w", readErr)
+	}
+	if bad != nil {
+		return entries, bad
+	}
+	return entries, nil
+}
+
+// parseMapsLine parses one line. lastPath is the previous line's path,
+// reused (not reallocated) when equal, as consecutive lines of one file
+// are.
+func parseMapsLine(line []byte, lastPath string) (e MapsEntry, ok bool) {
+	var n int
+	p := line
+	if e.Start, n, ok = parseHex(p); !ok || !next(&p, n, '-') {
+		return e, false
+	}
+	if e.Limit, n, ok = parseHex(p); !ok || !next(&p, n, ' ') || e.Limit < e.Start {
+		return e, false
+	}
+	sp := bytes.IndexByte(p, ' ')
+	if sp <= 0 {
+		return e, false
+	}
+	e.Perms = internPerms(p[:sp])
+	p = p[sp+1:]
+	if e.Offset, n, ok = parseHex(p); !ok || !next(&p, n, ' ') {
+		return e, false
+	}
+	major, n, ok := parseHex(p)
+	if !ok || !next(&p, n, ':') || major > 0xffffffff {
+		return e, false
+	}
+	minor, n, ok := parseHex(p)
+	if !ok || minor > 0xffffffff {
+		return e, false
+	}
+	e.Device = unix.Mkdev(uint32(major), uint32(minor))
+	p = p[n:]
+	if e.Inode, n, ok = parseDec(bytes.TrimLeft(p, " ")); !ok {
+		return e, false
+	}
+	p = bytes.TrimLeft(p, " ")[n:]
+	if len(p) > 0 && p[0] != ' ' {
+		return e, false
+	}
+	setPath(&e, bytes.TrimLeft(p, " "), lastPath)
+	return e, true
+}
+
+// setPath sets Path and Deleted from the path field.
+func setPath(e *MapsEntry, path []byte, lastPath string) {
+	if bytes.HasSuffix(path, []byte(deletedSuffix)) {
+		e.Deleted = true
+		path = path[:len(path)-len(deletedSuffix)]
+	}
+	if string(path) == lastPath { // no allocation
+		e.Path = lastPath
+	} else {
+		e.Path = string(path)
+	}
+}
+
+// next checks that p[n] is sep and advances p past it.
+func next(p *[]byte, n int, sep byte) bool {
+	if n >= len(*p) || (*p)[n] != sep {
+		return false
+	}
+	*p = (*p)[n+1:]
+	return true
+}
+
+// parseDec parses the leading decimal digits of b as a uint64.
+func parseDec(b []byte) (v uint64, n int, ok bool) {
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		d := uint64(b[n] - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, n, false
+		}
+		v = v*10 + d
+		n++
+	}
+	return v, n, n > 0
+}
+
+// internPerms returns the common permission strings without allocating.
+func internPerms(b []byte) string {
+	switch string(b) {
+	case "r-xp":
+		return "r-xp"
+	case "r--p":
+		return "r--p"
+	case "rw-p":
+		return "rw-p"
+	case "---p":
+		return "---p"
+	case "rwxp":
+		return "rwxp"
+	case "r--s":
+		return "r--s"
+	case "rw-s":
+		return "rw-s"
+	}
+	return string(b)
+}

@@ -1,0 +1,179 @@
+package symbolize
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Options configures a Symbolizer. The zero value reads the live system.
+type Options struct {
+	// ProcRoot is the procfs mount to read <ProcRoot>/PID/maps,
+	// <ProcRoot>/PID/root, <ProcRoot>/PID/map_files, <ProcRoot>/modules and
+	// <ProcRoot>/self (the vDSO) from; "" means "/proc".
+	ProcRoot string
+	// KallsymsPath is the kernel symbol file; "" means "/proc/kallsyms".
+	KallsymsPath string
+}
+
+// Symbolizer names the addresses of sampled stacks, kernel and user. It
+// caches kernel symbols (loaded once by New), one entry per process
+// (its executable mappings from /proc/PID/maps, read when the process is
+// first seen, and every address it resolved), and one entry per binary
+// (keyed by device and inode, shared by all processes). Caches grow until
+// Forget or Close: callers that see many short-lived processes should
+// Forget them.
+//
+// A Symbolizer is not safe for concurrent use: one goroutine calls it.
+type Symbolizer struct {
+	procRoot  string
+	kernel    *kernelSymbolizer
+	procs     map[uint32]*process
+	bins      map[binKey]*binEntry
+	vdso      *Binary
+	vdsoSize  uint64
+	vdsoTried bool
+	stats     Stats
+	now       func() time.Time // time.Now; tests replace it
+}
+
+// Stats counts what a Symbolizer did since New.
+type Stats struct {
+	// Frames counts the frames that Stack returned, indexed by Reason:
+	// Frames[ReasonNone] were named, the others were not, for that reason.
+	// Every returned frame counts, cache hits included.
+	Frames [numReasons]uint64
+	// Processes and Binaries are the number of processes and of binaries
+	// (device and inode) cached now; Binaries includes files found not
+	// to be ELF.
+	Processes, Binaries int
+}
+
+// Named returns the number of frames named.
+func (s Stats) Named() uint64 { return s.Frames[ReasonNone] }
+
+// Unnamed returns the number of frames that could not be named.
+func (s Stats) Unnamed() uint64 {
+	var n uint64
+	for r := ReasonNone + 1; r < numReasons; r++ {
+		n += s.Frames[r]
+	}
+	return n
+}
+
+// New returns a Symbolizer that has loaded the kernel's symbols from
+// opts.KallsymsPath (and module extents from <ProcRoot>/modules). A
+// missing, unreadable or hidden (kptr_restrict) kallsyms is not an error:
+// kernel frames then stay unnamed and Note says why. New returns no error
+// today; the error is kept for future sources (debuginfod, say).
+func New(opts Options) (*Symbolizer, error) {
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.KallsymsPath == "" {
+		opts.KallsymsPath = "/proc/kallsyms"
+	}
+	return &Symbolizer{
+		procRoot: opts.ProcRoot,
+		kernel:   newKernelSymbolizer(opts.KallsymsPath, opts.ProcRoot),
+		procs:    make(map[uint32]*process),
+		bins:     make(map[binKey]*binEntry),
+		now:      time.Now,
+	}, nil
+}
+
+// Note returns one line, for the user, on why kernel frames cannot be
+// named (kallsyms hidden by kernel.kptr_restrict, or unreadable), or ""
+// when kernel symbols are available.
+func (s *Symbolizer) Note() string { return s.kernel.note }
+
+// Stack symbolizes one sample of process pid (the thread group id, as
+// /proc names processes). kernelIPs and userIPs are the callchains as
+// sampled, each leaf first; the leaf (index 0) is looked up at its address
+// and every other (a return address) at address-1, while Frame.Address
+// keeps the value given. The result is a new Stack owned by the caller:
+// kernel frames first, then user frames, in the order given, one frame per
+// address (no inline expansion yet). Frames that cannot be named keep their
+// address and, where known, their mapping; their Reason says why. A
+// process whose maps could not be read when first seen gives
+// ReasonProcessGone (it exited) or ReasonNoAccess (permission), and a nil
+// Mapping. With kallsyms hidden or unreadable, kernel frames carry the
+// [kernel.kallsyms] mapping with the range [0, 2^64-1).
+func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
+	st := &Stack{Frames: make([]Frame, len(kernelIPs)+len(userIPs))}
+	for i, addr := range kernelIPs {
+		fi := s.kernel.resolve(lookupAddr(i, addr))
+		s.fill(&st.Frames[i], addr, &fi, true)
+	}
+	var p *process
+	if len(userIPs) > 0 {
+		p = s.process(pid)
+	}
+	for i, addr := range userIPs {
+		fi := s.resolveUser(p, lookupAddr(i, addr))
+		s.fill(&st.Frames[len(kernelIPs)+i], addr, &fi, false)
+	}
+	return st
+}
+
+// lookupAddr returns the address to look up for the i-th frame (leaf
+// first): the address itself for the leaf, the call instruction's last
+// byte (address-1) for return addresses.
+func lookupAddr(i int, addr uint64) uint64 {
+	if i == 0 || addr == 0 {
+		return addr
+	}
+	return addr - 1
+}
+
+// fill sets f from what its address resolved to and counts it.
+func (s *Symbolizer) fill(f *Frame, addr uint64, fi *frameInfo, kernel bool) {
+	*f = Frame{
+		Address:     addr,
+		Function:    fi.function,
+		SystemName:  fi.systemName,
+		SymbolStart: fi.start,
+		Kernel:      kernel,
+		Mapping:     fi.mapping,
+		Reason:      fi.reason,
+	}
+	s.stats.Frames[fi.reason]++
+}
+
+// Stats returns the counters so far.
+func (s *Symbolizer) Stats() Stats {
+	st := s.stats
+	st.Processes, st.Binaries = len(s.procs), len(s.bins)
+	return st
+}
+
+// Forget drops the cache of process pid (its mappings and addresses), as
+// when it exited; binaries stay cached. The next sample of pid reads its
+// maps again.
+func (s *Symbolizer) Forget(pid uint32) { delete(s.procs, pid) }
+
+// Close drops every cache. The Symbolizer keeps no file open between
+// calls, so Close never fails; it is idempotent. The Symbolizer must not
+// be used after Close, except to Close again.
+func (s *Symbolizer) Close() error {
+	clear(s.procs)
+	clear(s.bins)
+	s.vdso = nil
+	return nil
+}
+
+// String summarizes unnamed frames by reason, e.g. "12 of 340 frames
+// unnamed: no-symbol 10, process-gone 2"; it is "" when every frame was
+// named.
+func (s Stats) String() string {
+	if s.Unnamed() == 0 {
+		return ""
+	}
+	var parts []string
+	for r := ReasonNone + 1; r < numReasons; r++ {
+		if s.Frames[r] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", r, s.Frames[r]))
+		}
+	}
+	return fmt.Sprintf("%d of %d frames unnamed: %s", s.Unnamed(), s.Unnamed()+s.Named(), strings.Join(parts, ", "))
+}
