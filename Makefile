@@ -1,0 +1,46 @@
+# gprofile: build, run, test. `make run` profiles the whole system for 10 s
+# and prints the top functions; `make test` runs every test (as root the
+# privileged ones run for real; otherwise they skip and say why).
+GO      ?= go
+BIN     := bin/gprofile
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PROFILE ?= gprofile.pb.gz
+
+.PHONY: all build run test generate check-generated lint check-layers clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gprofile
+
+run: build
+	$(SUDO) $(BIN) -f 99 -d 10 -o $(PROFILE)
+	$(GO) tool pprof -top $(PROFILE) | head -30
+
+# Privileged tests need root; with GPROFILE_REQUIRE_PRIV=1 (CI) they fail
+# instead of skipping.
+test:
+	$(GO) test -count=1 ./...
+
+# Regenerates the BPF object and its Go bindings (needs clang, libbpf-dev).
+generate:
+	$(GO) generate ./internal/attach
+
+# Fails when the committed BPF object differs from what the source builds.
+check-generated: generate
+	git diff --exit-code -- internal/attach/profile_bpfel.go internal/attach/profile_bpfel.o
+
+lint: check-layers
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+# attach and symbolize never import each other; output imports only symbolize.
+check-layers:
+	@for pair in attach:symbolize symbolize:attach output:attach; do \
+		from=$${pair%%:*}; to=$${pair##*:}; \
+		if $(GO) list -deps ./internal/$$from | grep -qx "github.com/gprofile/gprofile/internal/$$to"; then \
+			echo "internal/$$from must not import internal/$$to"; exit 1; fi; \
+	done
+
+clean:
+	rm -rf bin

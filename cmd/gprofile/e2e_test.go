@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+var (
+	buildOnce sync.Once
+	gprofile  string
+	buildErr  error
+)
+
+// buildGprofile builds the command once per test run into a temp dir.
+func buildGprofile(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gprofile-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		gprofile = filepath.Join(dir, "gprofile")
+		out, err := exec.Command("go", "build", "-o", gprofile, ".").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err, out}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return gprofile
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + string(e.out) }
+
+// startChain builds and starts testdata/chain.c for secs seconds.
+func startChain(t *testing.T, secs int) (*exec.Cmd, string) {
+	t.Helper()
+	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fno-omit-frame-pointer")
+	cmd := exec.Command(bin, strconv.Itoa(secs))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bin
+}
+
+// foldedLine is one parsed line of folded output.
+type foldedLine struct {
+	frames []string
+	count  int
+}
+
+func parseFolded(t *testing.T, b []byte) []foldedLine {
+	t.Helper()
+	var lines []foldedLine
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		i := strings.LastIndexByte(sc.Text(), ' ')
+		n, err := strconv.Atoi(sc.Text()[i+1:])
+		if i < 0 || err != nil {
+			t.Fatalf("bad folded line %q", sc.Text())
+		}
+		lines = append(lines, foldedLine{strings.Split(sc.Text()[:i], ";"), n})
+	}
+	return lines
+}
+
+// hasChain reports whether frames hold want in order (others may sit
+// between).
+func hasChain(frames, want []string) bool {
+	i := 0
+	for _, f := range frames {
+		if i < len(want) && f == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// TestFoldedChain profiles the chain workload by pid and requires the
+// whole chain, root first, in at least 90% of its samples.
+func TestFoldedChain(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	cmd, _ := startChain(t, 20)
+	var stderr bytes.Buffer
+	prof := exec.Command(gp, "-p", strconv.Itoa(cmd.Process.Pid), "-d", "2", "-f", "999", "-E")
+	prof.Stderr = &stderr
+	out, err := prof.Output()
+	if err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
+	}
+	t.Logf("stderr: %s", stderr.Bytes())
+	want := []string{"main", "chain_a", "chain_b", "chain_c"}
+	total, chained := 0, 0
+	for _, l := range parseFolded(t, out) {
+		if l.frames[0] != "chain" {
+			t.Errorf("folded line of another comm: %v", l.frames)
+		}
+		total += l.count
+		if hasChain(l.frames[1:], want) {
+			chained += l.count
+		}
+		for _, f := range l.frames {
+			if strings.HasPrefix(f, "0x") || strings.Contains(f, "[unknown]") {
+				t.Errorf("unnamed frame %q in %v", f, l.frames)
+			}
+		}
+	}
+	if total < 1000 {
+		t.Errorf("%d samples in 2 s at 999 Hz, want at least 1000", total)
+	}
+	if chained*10 < total*9 {
+		t.Errorf("%d of %d samples hold main;chain_a;chain_b;chain_c, want 90%%\n%s", chained, total, out)
+	}
+	if !regexp.MustCompile(`gprofile: \d+ samples \(0 lost\)`).Match(stderr.Bytes()) {
+		t.Errorf("no end-of-run line with 0 lost in stderr: %s", stderr.Bytes())
+	}
+}
+
+// TestWholeSystemPprof profiles every CPU into a pprof file and checks it
+// parses, is valid, names kernel and workload frames, and that go tool
+// pprof -top reads it.
+func TestWholeSystemPprof(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	startChain(t, 20)
+	path := filepath.Join(t.TempDir(), "whole.pb.gz")
+	out, err := exec.Command(gp, "-d", "2", "-f", "199", "-o", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, out)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	kernelNamed := false
+	for _, loc := range p.Location {
+		for _, ln := range loc.Line {
+			names[ln.Function.Name] = true
+			if loc.Mapping != nil && loc.Mapping.File == "[kernel.kallsyms]" {
+				kernelNamed = true
+			}
+		}
+	}
+	for _, fn := range []string{"main", "chain_a", "chain_b", "chain_c"} {
+		if !names[fn] {
+			t.Errorf("function %s not in the profile", fn)
+		}
+	}
+	if !kernelNamed {
+		t.Error("no named kernel frame in a whole-system profile")
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
+	}
+	if !bytes.Contains(top, []byte("chain_c")) {
+		t.Errorf("go tool pprof -top does not show chain_c:\n%s", top)
+	}
+}
+
+// TestBadInput checks that bad input fails before sampling with a one-line
+// error, and leaves no output file behind.
+func TestBadInput(t *testing.T) {
+	gp := buildGprofile(t)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no such pid", []string{"-p", "999999999", "-d", "1"}, 1, "no such process"},
+		{"zero frequency", []string{"-f", "0", "-d", "1"}, 1, "frequency"},
+		{"frequency too high", []string{"-f", "100000000", "-d", "1"}, 1, "perf_event_max_sample_rate"},
+		{"bad pid", []string{"-p", "abc"}, 2, "bad pid"},
+		{"bad duration", []string{"-d", "soon"}, 2, "duration"},
+		{"stray argument", []string{"extra"}, 2, "unexpected argument"},
+		{"unwritable output", []string{"-d", "1", "-o", filepath.Join(dir, "missing", "x.pb.gz")}, 1, "cannot write"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if os.Geteuid() != 0 && c.code == 1 {
+				testutil.RequirePrivileges(t) // non-root fails earlier, on privileges
+			}
+			cmd := exec.Command(gp, c.args...)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != c.code {
+				t.Fatalf("exit %v, want code %d\n%s", err, c.code, out)
+			}
+			if !strings.Contains(string(out), c.msg) || strings.Contains(string(out), "goroutine ") {
+				t.Errorf("output %q does not say %q (or holds a Go stack trace)", out, c.msg)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("files left behind: %v", entries)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are the parsed command line.
+type options struct {
+	freqHz   uint64
+	duration time.Duration // 0: until Ctrl-C
+	pids     []uint32
+	output   string // "-" is stdout
+	folded   bool
+	swEvent  bool
+	idle     bool
+	verbose  bool
+	args     []string // the command line, for the profile's comments
+}
+
+var errHelp = errors.New("help requested")
+
+const usageText = `gprofile: sample CPU stacks of the whole system or of some processes with eBPF.
+
+Usage:
+  gprofile [flags]
+
+Examples:
+  sudo gprofile -f 99 -d 10              whole system for 10 s, writes gprofile.pb.gz
+  sudo gprofile -p 1234 -E > folded.txt  process 1234 (and its children), folded stacks
+  sudo gprofile -p 1234,5678 -d 30s -o app.pb.gz
+  go tool pprof -top gprofile.pb.gz      top functions
+  go tool pprof -http=:8080 gprofile.pb.gz   flame graph in the browser
+  flamegraph.pl folded.txt > flame.svg   flame graph from folded stacks
+
+Flags:
+`
+
+func parseFlags(argv []string, stderr io.Writer) (*options, error) {
+	o := &options{args: append([]string{"gprofile"}, argv...)}
+	fs := flag.NewFlagSet("gprofile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	fs.Uint64Var(&o.freqHz, "f", 99, "sampling `frequency` in Hz on each CPU")
+	fs.Var((*durationFlag)(&o.duration), "d", "profile for this `duration` (10, 10s, 1m30s); default: until Ctrl-C")
+	fs.Var((*pidsFlag)(&o.pids), "p", "profile only these `pids` (comma-separated) and the processes they fork")
+	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")
+	fs.BoolVar(&o.folded, "E", false, "write folded stacks (comm;root;...;leaf count) instead of pprof")
+	fs.BoolVar(&o.swEvent, "sw-event", false, "sample the software cpu-clock event instead of hardware cycles")
+	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
+	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
+	if err := fs.Parse(argv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.output == "" {
+		o.output = "gprofile.pb.gz"
+		if o.folded {
+			o.output = "-"
+		}
+	}
+	if strings.HasSuffix(o.output, ".folded") {
+		o.folded = true
+	}
+	return o, nil
+}
+
+// durationFlag accepts Go durations ("10s") and plain seconds ("10", "2.5").
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		*d = durationFlag(secs * float64(time.Second))
+	} else if v, err := time.ParseDuration(s); err == nil {
+		*d = durationFlag(v)
+	} else {
+		return fmt.Errorf("not a duration (use 10, 10s or 1m30s)")
+	}
+	if *d <= 0 {
+		return fmt.Errorf("duration must be positive")
+	}
+	return nil
+}
+
+// pidsFlag accepts comma-separated pids and may be repeated.
+type pidsFlag []uint32
+
+func (p *pidsFlag) String() string { return fmt.Sprint(*p) }
+
+func (p *pidsFlag) Set(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
+		if err != nil || v == 0 {
+			return fmt.Errorf("bad pid %q", f)
+		}
+		*p = append(*p, uint32(v))
+	}
+	return nil
+}

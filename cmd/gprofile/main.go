@@ -1,0 +1,32 @@
+// Command gprofile is a whole-system CPU stack profiler: a BPF perf_event
+// program samples every CPU, and gprofile symbolizes the kernel and user
+// stacks and writes a pprof profile or folded stacks.
+//
+//	sudo gprofile -f 99 -d 10              # whole system, 10 s, gprofile.pb.gz
+//	sudo gprofile -p 1234 -E > folded.txt  # one process, folded stacks
+//	go tool pprof -top gprofile.pb.gz
+//
+// Exit status: 0 on success, 1 when profiling failed, 2 for bad usage.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, errHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
+		fmt.Fprintln(os.Stderr, "run 'gprofile -h' for usage")
+		os.Exit(2)
+	}
+	if err := run(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
+		os.Exit(1)
+	}
+}
