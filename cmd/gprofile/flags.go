@@ -47,7 +47,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	fs.Uint64Var(&o.freqHz, "f", 99, "sampling `frequency` in Hz on each CPU")
 	fs.Var((*durationFlag)(&o.duration), "d", "profile for this `duration` (10, 10s, 1m30s); default: until Ctrl-C")
@@ -111,4 +111,25 @@ func (p *pidsFlag) Set(s string) error {
 		*p = append(*p, uint32(v))
 	}
 	return nil
+}
+
+// printFlags lists the flags, single-letter ones as -f and the others as
+// --name, the way perf and most Unix tools spell them.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		dash := "-"
+		if len(f.Name) > 1 {
+			dash = "--"
+		}
+		left := dash + f.Name
+		if name != "" {
+			left += " " + name
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "[]" {
+			def = " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  %-22s %s%s\n", left, usage, def)
+	})
 }
