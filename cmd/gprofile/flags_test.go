@@ -15,7 +15,9 @@ func TestParseFlags(t *testing.T) {
 		check  func(*options) bool
 		errSub string
 	}{
-		{nil, func(o *options) bool { return o.freqHz == 99 && o.duration == 0 && o.output == "gprofile.pb.gz" && !o.folded }, ""},
+		{nil, func(o *options) bool {
+			return o.freqHz == 99 && o.duration == 0 && o.output == "gprofile.pb.gz" && !o.folded
+		}, ""},
 		{[]string{"-E"}, func(o *options) bool { return o.folded && o.output == "-" }, ""},
 		{[]string{"-E", "-o", "x.txt"}, func(o *options) bool { return o.folded && o.output == "x.txt" }, ""},
 		{[]string{"-o", "x.folded"}, func(o *options) bool { return o.folded }, ""},
