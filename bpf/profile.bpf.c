@@ -44,6 +44,7 @@ enum counter {
 struct sample {
 	__u64 time_ns;    // bpf_ktime_get_ns(): CLOCK_MONOTONIC, ns
 	__u64 period;     // sample period of the event (ns for cpu-clock)
+	__u64 cgroup_id;  // cgroup v2 id of the task (inode of its directory)
 	__u32 tgid;       // process id
 	__u32 tid;        // thread id
 	__u32 cpu;
@@ -56,6 +57,11 @@ struct sample {
 
 // Set at load time (const volatile: the verifier prunes dead branches).
 const volatile __u8 filter_tgid = 0;   // 1: only tgids in the targets map
+const volatile __u8 filter_tid = 0;    // 1: only tids in the target_tids map
+const volatile __u8 filter_cgroup = 0; // 1: only tasks in cgroup_id or below
+const volatile __u64 cgroup_id = 0;    // the cgroup v2 id to keep
+const volatile __u32 cgroup_level = 0; // its depth below the root (root = 0)
+const volatile __u64 tp_period = 1;    // tracepoints: keep every Nth hit
 const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
 const volatile __u8 follow_forks = 1;  // 1: add children of targets
 const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
@@ -72,6 +78,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } targets SEC(".maps");
+
+// Target threads (tid -> 1), for -t.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_tids SEC(".maps");
+
+// Per-CPU tracepoint hit counter, for tp_period.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tp_hits SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -103,19 +125,29 @@ static __always_inline int is_target(__u32 tgid)
 	return bpf_map_lookup_elem(&targets, &tgid) != 0;
 }
 
-SEC("perf_event")
-int profile(struct bpf_perf_event_data *ctx)
+// keep applies the load-time filters to the current task.
+static __always_inline int keep(__u32 tgid, __u32 tid)
+{
+	if (tgid == 0 && !include_idle)
+		return 0;
+	if (filter_tgid && !is_target(tgid))
+		return 0;
+	if (filter_tid && !bpf_map_lookup_elem(&target_tids, &tid))
+		return 0;
+	if (filter_cgroup && bpf_get_current_ancestor_cgroup_id(cgroup_level) != cgroup_id)
+		return 0;
+	return 1;
+}
+
+// take_sample records the current task's stacks and submits them.
+static __always_inline int take_sample(void *ctx, __u64 period)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	__u32 tid = (__u32)id;
 	__u32 zero = 0;
 
-	if (tgid == 0 && !include_idle) {
-		count(COUNTER_FILTERED);
-		return 0;
-	}
-	if (filter_tgid && !is_target(tgid)) {
+	if (!keep(tgid, tid)) {
 		count(COUNTER_FILTERED);
 		return 0;
 	}
@@ -125,7 +157,8 @@ int profile(struct bpf_perf_event_data *ctx)
 	if (!s)
 		return 0;
 	s->time_ns = bpf_ktime_get_ns();
-	s->period = ctx->sample_period;
+	s->period = period;
+	s->cgroup_id = bpf_get_current_cgroup_id();
 	s->tgid = tgid;
 	s->tid = tid;
 	s->cpu = bpf_get_smp_processor_id();
@@ -164,6 +197,31 @@ int profile(struct bpf_perf_event_data *ctx)
 	if (bpf_ringbuf_output(&events, s, size, flags) != 0)
 		count(COUNTER_LOST);
 	return 0;
+}
+
+// profile runs on every sample of a hardware or software perf event.
+SEC("perf_event")
+int profile(struct bpf_perf_event_data *ctx)
+{
+	return take_sample(ctx, ctx->sample_period);
+}
+
+// profile_tp runs on every hit of a tracepoint perf event (the kernel calls
+// a tracepoint's program on each hit, whatever the sample period); it keeps
+// every tp_period-th hit of each CPU.
+SEC("tracepoint")
+int profile_tp(void *ctx)
+{
+	if (tp_period > 1) {
+		__u32 zero = 0;
+		__u64 *hits = bpf_map_lookup_elem(&tp_hits, &zero);
+		if (!hits)
+			return 0;
+		*hits += 1;
+		if (*hits % tp_period != 0)
+			return 0;
+	}
+	return take_sample(ctx, tp_period);
 }
 
 // Just the fields we read; CO-RE relocates them against kernel BTF.

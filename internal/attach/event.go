@@ -10,24 +10,39 @@ import (
 )
 
 // Event is a perf event to sample on: the type and config of a
-// perf_event_attr, with the name perf list uses for it.
+// perf_event_attr, with the name perf list uses for it and how a profile
+// should call what it measures.
 type Event struct {
-	Name   string // as in `perf list`, e.g. "cpu-clock"
+	Name   string // as in `perf list`, e.g. "cpu-clock" or "sched:sched_switch"
 	Type   uint32 // PERF_TYPE_*
-	Config uint64 // PERF_COUNT_*
+	Config uint64 // PERF_COUNT_* or, for a tracepoint, its id from tracefs
 	// Unit is what Sample.Period counts for this event: "nanoseconds" for
-	// cpu-clock, "cycles" for cycles.
+	// cpu-clock and task-clock, "count" for everything else (cycles,
+	// instructions, page faults, tracepoint hits).
 	Unit string
+	// SampleType names the pprof sample type weighted by Period: "cpu"
+	// (cpu-clock, task-clock), the event name for other hardware and
+	// software events ("cycles", "page-faults"), "events" for tracepoints.
+	SampleType string
 }
 
-// The events Open chooses from.
+// IsTracepoint reports a tracepoint event (PERF_TYPE_TRACEPOINT). Those
+// need the tracepoint BPF program and sample every hit by default.
+func (e Event) IsTracepoint() bool { return e.Type == unix.PERF_TYPE_TRACEPOINT }
+
+// IsHardware reports an event that needs a hardware PMU.
+func (e Event) IsHardware() bool {
+	return e.Type == unix.PERF_TYPE_HARDWARE || e.Type == unix.PERF_TYPE_HW_CACHE
+}
+
+// The events Open chooses from by default.
 var (
 	// EventCycles is the hardware CPU cycles counter; needs a PMU, which
 	// most virtual machines lack.
-	EventCycles = Event{Name: "cycles", Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Unit: "cycles"}
+	EventCycles = Event{Name: "cycles", Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Unit: "count", SampleType: "cycles"}
 	// EventCPUClock is the software cpu-clock event (an hrtimer); works
 	// everywhere.
-	EventCPUClock = Event{Name: "cpu-clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Unit: "nanoseconds"}
+	EventCPUClock = Event{Name: "cpu-clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Unit: "nanoseconds", SampleType: "cpu"}
 )
 
 // perfAttr returns the perf_event_attr gprofile opens: frequency mode at

@@ -17,6 +17,7 @@ type profileSample struct {
 	_         structs.HostLayout
 	TimeNs    uint64
 	Period    uint64
+	CgroupId  uint64
 	Tgid      uint32
 	Tid       uint32
 	Cpu       uint32
@@ -34,12 +35,20 @@ const (
 	profileMapCounters     = "counters"
 	profileMapEvents       = "events"
 	profileMapScratch      = "scratch"
+	profileMapTargetTids   = "target_tids"
 	profileMapTargets      = "targets"
+	profileMapTpHits       = "tp_hits"
 	profileProgFollowFork  = "follow_fork"
 	profileProgProfile     = "profile"
+	profileProgProfileTp   = "profile_tp"
+	profileVarCgroupId     = "cgroup_id"
+	profileVarCgroupLevel  = "cgroup_level"
+	profileVarFilterCgroup = "filter_cgroup"
 	profileVarFilterTgid   = "filter_tgid"
+	profileVarFilterTid    = "filter_tid"
 	profileVarFollowForks  = "follow_forks"
 	profileVarIncludeIdle  = "include_idle"
+	profileVarTpPeriod     = "tp_period"
 	profileVarUnusedSample = "unused_sample"
 	profileVarWakeupBytes  = "wakeup_bytes"
 )
@@ -88,25 +97,33 @@ type profileSpecs struct {
 type profileProgramSpecs struct {
 	FollowFork *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	Profile    *ebpf.ProgramSpec `ebpf:"profile"`
+	ProfileTp  *ebpf.ProgramSpec `ebpf:"profile_tp"`
 }
 
 // profileMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Targets  *ebpf.MapSpec `ebpf:"targets"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	TargetTids *ebpf.MapSpec `ebpf:"target_tids"`
+	Targets    *ebpf.MapSpec `ebpf:"targets"`
+	TpHits     *ebpf.MapSpec `ebpf:"tp_hits"`
 }
 
 // profileVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileVariableSpecs struct {
+	CgroupId     *ebpf.VariableSpec `ebpf:"cgroup_id"`
+	CgroupLevel  *ebpf.VariableSpec `ebpf:"cgroup_level"`
+	FilterCgroup *ebpf.VariableSpec `ebpf:"filter_cgroup"`
 	FilterTgid   *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	FilterTid    *ebpf.VariableSpec `ebpf:"filter_tid"`
 	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
 	IncludeIdle  *ebpf.VariableSpec `ebpf:"include_idle"`
+	TpPeriod     *ebpf.VariableSpec `ebpf:"tp_period"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
 	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -131,10 +148,12 @@ func (o *profileObjects) Close() error {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profileMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Events   *ebpf.Map `ebpf:"events"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Targets  *ebpf.Map `ebpf:"targets"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	Events     *ebpf.Map `ebpf:"events"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
+	TargetTids *ebpf.Map `ebpf:"target_tids"`
+	Targets    *ebpf.Map `ebpf:"targets"`
+	TpHits     *ebpf.Map `ebpf:"tp_hits"`
 }
 
 func (m *profileMaps) Close() error {
@@ -142,7 +161,9 @@ func (m *profileMaps) Close() error {
 		m.Counters,
 		m.Events,
 		m.Scratch,
+		m.TargetTids,
 		m.Targets,
+		m.TpHits,
 	)
 }
 
@@ -150,9 +171,14 @@ func (m *profileMaps) Close() error {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profileVariables struct {
+	CgroupId     *ebpf.Variable `ebpf:"cgroup_id"`
+	CgroupLevel  *ebpf.Variable `ebpf:"cgroup_level"`
+	FilterCgroup *ebpf.Variable `ebpf:"filter_cgroup"`
 	FilterTgid   *ebpf.Variable `ebpf:"filter_tgid"`
+	FilterTid    *ebpf.Variable `ebpf:"filter_tid"`
 	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
 	IncludeIdle  *ebpf.Variable `ebpf:"include_idle"`
+	TpPeriod     *ebpf.Variable `ebpf:"tp_period"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
 	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
@@ -163,12 +189,14 @@ type profileVariables struct {
 type profilePrograms struct {
 	FollowFork *ebpf.Program `ebpf:"follow_fork"`
 	Profile    *ebpf.Program `ebpf:"profile"`
+	ProfileTp  *ebpf.Program `ebpf:"profile_tp"`
 }
 
 func (p *profilePrograms) Close() error {
 	return _ProfileClose(
 		p.FollowFork,
 		p.Profile,
+		p.ProfileTp,
 	)
 }
 

@@ -21,14 +21,15 @@ const (
 const (
 	offTime     = 0
 	offPeriod   = 8
-	offTgid     = 16
-	offTid      = 20
-	offCPU      = 24
-	offFlags    = 28
-	offKLen     = 32
-	offULen     = 36
-	offComm     = 40
-	offIPs      = 56
+	offCgroup   = 16
+	offTgid     = 24
+	offTid      = 28
+	offCPU      = 32
+	offFlags    = 36
+	offKLen     = 40
+	offULen     = 44
+	offComm     = 48
+	offIPs      = 64
 	commLen     = 16
 	maxIPsBytes = 2 * MaxStackDepth * 8
 )
@@ -44,6 +45,9 @@ type Sample struct {
 	// Period is the event's sample period at this sample: ns for cpu-clock,
 	// cycles for the cycles event. In frequency mode the kernel adjusts it.
 	Period uint64
+	// CgroupID is the cgroup v2 id of the task (the inode number of its
+	// directory under /sys/fs/cgroup).
+	CgroupID uint64
 	// PID is the process id (tgid), TID the thread id; 0 for the idle task.
 	PID, TID uint32
 	// CPU is the CPU the sample was taken on.
@@ -70,6 +74,7 @@ func decodeRecord(raw []byte, s *Sample) error {
 	}
 	s.TimeNs = ne.Uint64(raw[offTime:])
 	s.Period = ne.Uint64(raw[offPeriod:])
+	s.CgroupID = ne.Uint64(raw[offCgroup:])
 	s.PID = ne.Uint32(raw[offTgid:])
 	s.TID = ne.Uint32(raw[offTid:])
 	s.CPU = ne.Uint32(raw[offCPU:])

@@ -16,6 +16,7 @@ func TestRecordLayout(t *testing.T) {
 	}{
 		{"time_ns", unsafe.Offsetof(s.TimeNs), offTime},
 		{"period", unsafe.Offsetof(s.Period), offPeriod},
+		{"cgroup_id", unsafe.Offsetof(s.CgroupId), offCgroup},
 		{"tgid", unsafe.Offsetof(s.Tgid), offTgid},
 		{"tid", unsafe.Offsetof(s.Tid), offTid},
 		{"cpu", unsafe.Offsetof(s.Cpu), offCPU},
@@ -37,6 +38,7 @@ func makeRecord(comm string, kips, uips []uint64) []byte {
 	b := make([]byte, offIPs+8*(len(kips)+len(uips)))
 	ne.PutUint64(b[offTime:], 123456789)
 	ne.PutUint64(b[offPeriod:], 10101010)
+	ne.PutUint64(b[offCgroup:], 777)
 	ne.PutUint32(b[offTgid:], 42)
 	ne.PutUint32(b[offTid:], 43)
 	ne.PutUint32(b[offCPU:], 1)
@@ -56,7 +58,7 @@ func TestDecodeRecord(t *testing.T) {
 	if err := decodeRecord(raw, &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.TimeNs != 123456789 || s.Period != 10101010 || s.PID != 42 || s.TID != 43 || s.CPU != 1 || s.Flags != FlagUserStackError {
+	if s.TimeNs != 123456789 || s.Period != 10101010 || s.CgroupID != 777 || s.PID != 42 || s.TID != 43 || s.CPU != 1 || s.Flags != FlagUserStackError {
 		t.Errorf("header decoded as %+v", s)
 	}
 	if string(s.Comm) != "worker" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -18,20 +19,32 @@ import (
 const pollInterval = 100 * time.Millisecond
 
 // openEvents opens a disabled perf event per CPU and attaches the program.
-// The first CPU decides the event: cycles, or cpu-clock when cycles does
-// not exist here (or with SoftwareEvent).
+// Without Config.Event the first CPU decides the event: cycles, or
+// cpu-clock when cycles does not exist here (or with SoftwareEvent).
 func (s *Sampler) openEvents() error {
-	s.event = EventCycles
-	if s.cfg.SoftwareEvent {
+	fallback := s.cfg.Event == nil && !s.cfg.SoftwareEvent
+	switch {
+	case s.cfg.Event != nil:
+		s.event = *s.cfg.Event
+	case s.cfg.SoftwareEvent:
 		s.event = EventCPUClock
+	default:
+		s.event = EventCycles
 	}
-	for i, cpu := range s.cpus {
-		attr := perfAttr(s.event, s.cfg.FrequencyHz)
+	cpus := s.cpus
+	if s.event.IsTracepoint() {
+		// A tracepoint runs its BPF programs on every CPU once any perf
+		// event of it has the program (the kernel keeps one program array
+		// per tracepoint and refuses the same program twice): one event.
+		cpus = cpus[:1]
+	}
+	for i, cpu := range cpus {
+		attr := s.attr()
 		fd, err := openPerfEvent(attr, cpu)
-		if err != nil && i == 0 && s.event == EventCycles && noPMU(err) {
+		if err != nil && i == 0 && fallback && noPMU(err) {
 			s.logf("gprofile: no hardware cycles event here (%v); sampling the software cpu-clock event\n", err)
 			s.event = EventCPUClock
-			attr = perfAttr(s.event, s.cfg.FrequencyHz)
+			attr = s.attr()
 			fd, err = openPerfEvent(attr, cpu)
 		}
 		if s.cfg.Verbose != nil {
@@ -49,12 +62,27 @@ func (s *Sampler) openEvents() error {
 	return nil
 }
 
+// attr is the perf_event_attr for s.event: frequency mode, or period mode
+// with Config.Period; tracepoints deliver every hit (the BPF program
+// applies the period itself).
+func (s *Sampler) attr() *unix.PerfEventAttr {
+	a := perfAttr(s.event, s.cfg.FrequencyHz)
+	if s.cfg.Period != 0 || s.event.IsTracepoint() {
+		a.Bits &^= unix.PerfBitFreq
+		a.Sample = max(s.cfg.Period, 1)
+		if s.event.IsTracepoint() {
+			a.Sample = 1
+		}
+	}
+	return a
+}
+
 func (s *Sampler) eventError(cpu int, err error) error {
 	what := fmt.Sprintf("open %s perf event on cpu %d", s.event.Name, cpu)
 	if errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("%s: %w (frequency %d Hz too high for kernel.perf_event_max_sample_rate?)", what, err, s.cfg.FrequencyHz)
 	}
-	if noPMU(err) && s.event.Type == unix.PERF_TYPE_HARDWARE {
+	if noPMU(err) && s.event.IsHardware() {
 		return fmt.Errorf("%s: %w", what, ErrNoPMU)
 	}
 	return permissionError(what, err)
@@ -63,7 +91,11 @@ func (s *Sampler) eventError(cpu int, err error) error {
 // attachProgram attaches the profile program to a perf event with a BPF
 // link (Linux 5.15), or with PERF_EVENT_IOC_SET_BPF on older kernels.
 func (s *Sampler) attachProgram(fd int) error {
-	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: s.objs.Profile, Attach: ebpf.AttachPerfEvent})
+	prog := s.objs.Profile
+	if s.event.IsTracepoint() {
+		prog = s.objs.ProfileTP
+	}
+	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
 	if err == nil {
 		s.links = append(s.links, l)
 		return nil
@@ -71,7 +103,7 @@ func (s *Sampler) attachProgram(fd int) error {
 	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, unix.EINVAL) {
 		return err
 	}
-	return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, s.objs.Profile.FD())
+	return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD())
 }
 
 // setEnabled enables or disables every perf event.
@@ -89,17 +121,50 @@ func (s *Sampler) setEnabled(on bool) error {
 	return errors.Join(errs...)
 }
 
+// Enable starts sampling on every CPU. Run calls it; call it first to know
+// that sampling runs before starting a workload. Enabling twice is a no-op.
+func (s *Sampler) Enable() error {
+	if s.closed {
+		return errors.New("enable a closed sampler")
+	}
+	if s.enabled {
+		return nil
+	}
+	if err := s.setEnabled(true); err != nil {
+		return fmt.Errorf("enable perf events: %w", err)
+	}
+	s.enabled = true
+	return nil
+}
+
+// MissedCPUs returns the CPUs online now that are not sampled: CPUs that
+// came online after Open, when Config.CPUs was nil. It returns nil when
+// the online list cannot be read.
+func (s *Sampler) MissedCPUs() []int {
+	if s.cfg.CPUs != nil {
+		return nil
+	}
+	online, err := OnlineCPUs()
+	if err != nil {
+		return nil
+	}
+	var missed []int
+	for _, c := range online {
+		if !slices.Contains(s.cpus, c) {
+			missed = append(missed, c)
+		}
+	}
+	return missed
+}
+
 // Run enables the perf events and calls fn for every sample until ctx is
 // done; then it disables the events, reads what is left in the ring
 // buffer, and returns nil. fn runs on the calling goroutine; the Sample and
 // its slices are valid only during the call. A record that does not decode
 // is counted in Counters.Malformed and skipped.
 func (s *Sampler) Run(ctx context.Context, fn func(*Sample)) error {
-	if s.closed {
-		return errors.New("run a closed sampler")
-	}
-	if err := s.setEnabled(true); err != nil {
-		return fmt.Errorf("enable perf events: %w", err)
+	if err := s.Enable(); err != nil {
+		return err
 	}
 	stopped := make(chan struct{})
 	defer close(stopped)

@@ -23,6 +23,17 @@ type Config struct {
 	// PIDs restricts sampling to these processes (tgids) and the processes
 	// they fork while sampling runs; nil samples every process.
 	PIDs []uint32
+	// TIDs restricts sampling to these threads; nil samples every thread.
+	TIDs []uint32
+	// Cgroup restricts sampling to tasks in this cgroup v2 or below it;
+	// nil samples every cgroup. See OpenCgroup.
+	Cgroup *Cgroup
+	// Event is the event to sample on; nil means hardware cycles, falling
+	// back to cpu-clock when there is no PMU (see SoftwareEvent).
+	Event *Event
+	// Period, when not 0, samples every Period events (perf's -c) instead
+	// of at FrequencyHz. Tracepoints default to every hit (Period 1).
+	Period uint64
 	// SoftwareEvent forces the cpu-clock event instead of trying cycles.
 	SoftwareEvent bool
 	// IncludeIdle keeps samples of the idle task (pid 0).
@@ -50,15 +61,24 @@ type Sampler struct {
 	links     []link.Link
 	reader    *ringbuf.Reader
 	malformed uint64
+	enabled   bool
 	closed    bool
 }
 
 type bpfObjects struct {
-	Profile  *ebpf.Program `ebpf:"profile"`
-	Events   *ebpf.Map     `ebpf:"events"`
-	Targets  *ebpf.Map     `ebpf:"targets"`
-	Counters *ebpf.Map     `ebpf:"counters"`
-	Scratch  *ebpf.Map     `ebpf:"scratch"`
+	Profile    *ebpf.Program `ebpf:"profile"`
+	ProfileTP  *ebpf.Program `ebpf:"profile_tp"`
+	Events     *ebpf.Map     `ebpf:"events"`
+	Targets    *ebpf.Map     `ebpf:"targets"`
+	TargetTIDs *ebpf.Map     `ebpf:"target_tids"`
+	TPHits     *ebpf.Map     `ebpf:"tp_hits"`
+	Counters   *ebpf.Map     `ebpf:"counters"`
+	Scratch    *ebpf.Map     `ebpf:"scratch"`
+}
+
+// closers lists every object, for Close (nil ones included).
+func (o *bpfObjects) closers() []io.Closer {
+	return []io.Closer{o.Profile, o.ProfileTP, o.Events, o.Targets, o.TargetTIDs, o.TPHits, o.Counters, o.Scratch}
 }
 
 // Open loads the BPF program, opens a disabled perf event on every CPU and
@@ -68,8 +88,10 @@ type bpfObjects struct {
 // Errors wrap ErrPermission (not root and lacking CAP_BPF/CAP_PERFMON),
 // ErrNoRingbuf (kernel < 5.8), ErrFrequency or ErrNoPMU.
 func Open(cfg Config) (_ *Sampler, err error) {
-	if err := CheckFrequency(cfg.FrequencyHz); err != nil {
-		return nil, err
+	if cfg.Period == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
+		if err := CheckFrequency(cfg.FrequencyHz); err != nil {
+			return nil, err
+		}
 	}
 	s := &Sampler{cfg: cfg, cpus: cfg.CPUs}
 	defer func() {
@@ -131,14 +153,25 @@ func (s *Sampler) load() error {
 	}
 	s.ringBytes = s.cfg.RingBytes
 	if s.ringBytes == 0 {
-		s.ringBytes = ringSize(s.cfg.FrequencyHz, len(s.cpus))
+		hz := s.cfg.FrequencyHz
+		if s.cfg.Period != 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint()) {
+			hz = 4999 // rate unknown: room for a busy event
+		}
+		s.ringBytes = ringSize(hz, len(s.cpus))
 	}
 	spec.Maps["events"].MaxEntries = uint32(s.ringBytes)
 	consts := map[string]any{
 		"filter_tgid":  boolByte(s.cfg.PIDs != nil),
+		"filter_tid":   boolByte(s.cfg.TIDs != nil),
 		"include_idle": boolByte(s.cfg.IncludeIdle),
 		"follow_forks": boolByte(s.cfg.PIDs != nil),
 		"wakeup_bytes": uint64(s.ringBytes / 4),
+		"tp_period":    max(s.cfg.Period, 1),
+	}
+	if cg := s.cfg.Cgroup; cg != nil {
+		consts["filter_cgroup"] = uint8(1)
+		consts["cgroup_id"] = cg.ID
+		consts["cgroup_level"] = uint32(cg.Level)
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -149,15 +182,29 @@ func (s *Sampler) load() error {
 		return s.loadError(err)
 	}
 	s.verbosef("BPF: loaded program profile, ring buffer %d bytes, wakeup at %d bytes\n", s.ringBytes, s.ringBytes/4)
+	for _, tid := range s.cfg.TIDs {
+		if err := s.objs.TargetTIDs.Put(tid, uint8(1)); err != nil {
+			return fmt.Errorf("add tid %d to the target map: %w", tid, err)
+		}
+	}
 	if s.cfg.PIDs == nil {
 		return nil
 	}
 	for _, pid := range s.cfg.PIDs {
-		if err := s.objs.Targets.Put(pid, uint8(1)); err != nil {
-			return fmt.Errorf("add pid %d to the target map: %w", pid, err)
+		if err := s.AddPID(pid); err != nil {
+			return err
 		}
 	}
 	s.attachForks(spec)
+	return nil
+}
+
+// AddPID adds a process (tgid) to the targets while sampling runs (only
+// when Config.PIDs was not nil: otherwise every process is sampled).
+func (s *Sampler) AddPID(pid uint32) error {
+	if err := s.objs.Targets.Put(pid, uint8(1)); err != nil {
+		return fmt.Errorf("add pid %d to the target map: %w", pid, err)
+	}
 	return nil
 }
 
@@ -179,6 +226,7 @@ func (s *Sampler) attachForks(spec *ebpf.CollectionSpec) {
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"targets": s.objs.Targets, "counters": s.objs.Counters,
 		"events": s.objs.Events, "scratch": s.objs.Scratch,
+		"target_tids": s.objs.TargetTIDs, "tp_hits": s.objs.TPHits,
 	}}
 	err := spec.LoadAndAssign(&fork, opts)
 	if err == nil {
@@ -232,7 +280,7 @@ func (s *Sampler) Close() error {
 		errs = append(errs, s.reader.Close())
 	}
 	// Program.Close and Map.Close accept nil (a failed load).
-	for _, c := range []io.Closer{s.objs.Profile, s.objs.Events, s.objs.Targets, s.objs.Counters, s.objs.Scratch} {
+	for _, c := range s.objs.closers() {
 		errs = append(errs, c.Close())
 	}
 	s.links, s.fds = nil, nil
