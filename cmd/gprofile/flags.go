@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,11 +16,19 @@ type options struct {
 	freqHz   uint64
 	duration time.Duration // 0: until Ctrl-C
 	pids     []uint32
-	output   string // "-" is stdout
+	tids     []uint32
+	cpus     string // -C list, "" for every online CPU
+	event    string // -e name, "" for cycles falling back to cpu-clock
+	period   uint64 // -c, 0 for frequency mode
+	cgroup   string
+	list     bool
+	command  []string // after --: the command to start and profile
+	output   string   // "-" is stdout
 	folded   bool
 	swEvent  bool
 	idle     bool
 	verbose  bool
+	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
 
@@ -28,7 +37,9 @@ var errHelp = errors.New("help requested")
 const usageText = `gprofile: sample CPU stacks of the whole system or of some processes with eBPF.
 
 Usage:
-  gprofile [flags]
+  gprofile [flags]                 whole system (or -p, -t, --cgroup)
+  gprofile [flags] -- CMD ARGS...  start CMD and profile it and its children
+  gprofile view FILE [--http ADDR] pprof's web UI for a profile
 
 Examples:
   sudo gprofile -f 99 -d 10              whole system for 10 s, writes gprofile.pb.gz
@@ -37,6 +48,12 @@ Examples:
   go tool pprof -top gprofile.pb.gz      top functions
   go tool pprof -http=:8080 gprofile.pb.gz   flame graph in the browser
   flamegraph.pl folded.txt > flame.svg   flame graph from folded stacks
+  sudo gprofile -E -- make -j2 > make.folded   a command and everything it forks
+  sudo gprofile -t 4321 -d 5             one thread
+  sudo gprofile --cgroup system.slice/nginx.service -d 10
+  sudo gprofile -e sched:sched_switch -d 5 -E   where tasks block (every switch)
+  sudo gprofile -e page-faults -c 1 -- ./app    every page fault of ./app
+  gprofile -l                            list the events this machine has
 
 Flags:
 `
@@ -52,19 +69,33 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.freqHz, "f", 99, "sampling `frequency` in Hz on each CPU")
 	fs.Var((*durationFlag)(&o.duration), "d", "profile for this `duration` (10, 10s, 1m30s); default: until Ctrl-C")
 	fs.Var((*pidsFlag)(&o.pids), "p", "profile only these `pids` (comma-separated) and the processes they fork")
+	fs.Var((*pidsFlag)(&o.tids), "t", "profile only these thread `tids` (comma-separated)")
+	fs.StringVar(&o.cpus, "C", "", "sample only on these `cpus` (0,2-3); default every online CPU")
+	fs.StringVar(&o.event, "e", "", "sample on this `event` (cpu-clock, cycles, page-faults, sched:sched_switch; see -l)")
+	fs.Uint64Var(&o.period, "c", 0, "sample every `count` events instead of at -f Hz (tracepoints: default 1, every hit)")
+	fs.StringVar(&o.cgroup, "cgroup", "", "profile only tasks in this cgroup v2 `path` or below (system.slice/x.service)")
+	fs.BoolVar(&o.list, "l", false, "list the events available on this machine and exit")
 	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")
 	fs.BoolVar(&o.folded, "E", false, "write folded stacks (comm;root;...;leaf count) instead of pprof")
 	fs.BoolVar(&o.swEvent, "sw-event", false, "sample the software cpu-clock event instead of hardware cycles")
 	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
 	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
-	if err := fs.Parse(argv); err != nil {
+	err := fs.Parse(argv)
+	fs.Visit(func(f *flag.Flag) { o.freqSet = o.freqSet || f.Name == "f" })
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
 		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		if !slices.Contains(argv, "--") {
+			return nil, fmt.Errorf("unexpected argument %q (to profile a command, put it after --)", fs.Arg(0))
+		}
+		o.command = fs.Args()
+	}
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	if o.output == "" {
 		o.output = "gprofile.pb.gz"
@@ -76,6 +107,23 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 		o.folded = true
 	}
 	return o, nil
+}
+
+// check rejects flag combinations that make no sense.
+func (o *options) check() error {
+	targets := 0
+	for _, set := range []bool{o.pids != nil, o.tids != nil, o.command != nil} {
+		if set {
+			targets++
+		}
+	}
+	if targets > 1 {
+		return errors.New("choose one of -p, -t and -- CMD")
+	}
+	if o.period != 0 && o.freqSet {
+		return errors.New("choose one of -f (frequency) and -c (period)")
+	}
+	return nil
 }
 
 // durationFlag accepts Go durations ("10s") and plain seconds ("10", "2.5").

@@ -33,6 +33,15 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-f", "fast"}, nil, "invalid value"},
 		{[]string{"--nope"}, nil, "not defined"},
 		{[]string{"-d", "1", "stray"}, nil, "unexpected argument"},
+		{[]string{"-E", "--", "sleep", "1"}, func(o *options) bool { return slices.Equal(o.command, []string{"sleep", "1"}) && o.folded }, ""},
+		{[]string{"--", "sh", "-c", "x -y"}, func(o *options) bool { return slices.Equal(o.command, []string{"sh", "-c", "x -y"}) }, ""},
+		{[]string{"-t", "5,6", "-C", "0-1", "-e", "page-faults", "-c", "10"}, func(o *options) bool {
+			return slices.Equal(o.tids, []uint32{5, 6}) && o.cpus == "0-1" && o.event == "page-faults" && o.period == 10
+		}, ""},
+		{[]string{"--cgroup", "system.slice", "-l"}, func(o *options) bool { return o.cgroup == "system.slice" && o.list }, ""},
+		{[]string{"-p", "1", "--", "true"}, nil, "choose one of -p, -t and -- CMD"},
+		{[]string{"-p", "1", "-t", "2"}, nil, "choose one of"},
+		{[]string{"-f", "99", "-c", "1000"}, nil, "choose one of -f"},
 	} {
 		var stderr bytes.Buffer
 		o, err := parseFlags(c.argv, &stderr)

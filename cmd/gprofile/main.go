@@ -6,7 +6,8 @@
 //	sudo gprofile -p 1234 -E > folded.txt  # one process, folded stacks
 //	go tool pprof -top gprofile.pb.gz
 //
-// Exit status: 0 on success, 1 when profiling failed, 2 for bad usage.
+// Exit status: 0 on success, 1 when profiling failed, 2 for bad usage;
+// with -- CMD, the command's own status (127 when it does not exist).
 package main
 
 import (
@@ -16,6 +17,9 @@ import (
 )
 
 func main() {
+	if os.Getenv(childEnv) == "1" {
+		runChildMode(os.Args[1:])
+	}
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, errHelp) {
 		os.Exit(0)
@@ -25,8 +29,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "run 'gprofile -h' for usage")
 		os.Exit(2)
 	}
-	if err := run(opts); err != nil {
+	code, err := run(opts)
+	var nf *errNotFound
+	if errors.As(err, &nf) {
+		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
+		os.Exit(127)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
 		os.Exit(1)
 	}
+	os.Exit(code)
 }

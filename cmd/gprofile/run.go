@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,94 +19,180 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// run checks the input, samples until the duration ends or a signal
-// arrives, and writes the profile. Every check that can fail on bad input
-// runs before sampling starts.
-func run(o *options) error {
-	targets, err := checkInput(o)
+// run checks the input, samples until the duration ends, a signal
+// arrives or the command exits, and writes the profile. Every check that
+// can fail on bad input runs before sampling starts. It returns the exit
+// status: the command's with -- CMD, else 0.
+func run(o *options) (int, error) {
+	if o.list {
+		return 0, attach.ListEvents(os.Stdout)
+	}
+	cfg, err := sampleConfig(o)
 	if err != nil {
-		return err
+		return 1, err
 	}
 	out, err := createOut(o.output)
 	if err != nil {
-		return err
+		return 1, err
 	}
 	defer out.abort()
+	var kid *child
+	if o.command != nil {
+		if kid, err = startChild(o.command); err != nil {
+			return 1, err
+		}
+		defer kid.kill()
+		cfg.PIDs = []uint32{uint32(kid.cmd.Process.Pid)}
+	}
 
 	sym, err := symbolize.New(symbolize.Options{})
 	if err != nil {
-		return err
+		return 1, err
 	}
 	defer sym.Close()
 	if note := sym.Note(); note != "" {
 		fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 	}
-	cfg := attach.Config{FrequencyHz: o.freqHz, PIDs: targets, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Log: os.Stderr}
-	if o.verbose {
-		cfg.Verbose = os.Stderr
-	}
 	s, err := attach.Open(cfg)
 	if err != nil {
-		return err
+		return 1, err
 	}
 	defer s.Close()
-
-	ctx, stop := stopContext(o.duration, out)
+	if err := s.Enable(); err != nil {
+		return 1, err
+	}
+	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
 	c := newCollector(sym, s.Event(), o.freqHz)
 	start := time.Now()
+	if kid != nil {
+		if err := kid.start(); err != nil {
+			return 1, err
+		}
+	}
 	if err := s.Run(ctx, c.add); err != nil {
-		return err
+		return 1, err
 	}
 	elapsed := time.Since(start)
 	counters, err := s.Counters()
 	if err != nil {
-		return err
+		return 1, err
 	}
 	if err := writeProfile(o, out, c, s, start, elapsed, counters); err != nil {
-		return err
+		return 1, err
 	}
 	summarize(os.Stderr, o, c, s, elapsed, counters, sym.Stats())
-	return nil
+	if kid != nil {
+		return exitCode(kid.wait()), nil
+	}
+	return 0, nil
 }
 
-// checkInput rejects what would fail later, before anything is opened:
-// privileges, the frequency, and pids (turned into tgids).
-func checkInput(o *options) ([]uint32, error) {
+// sampleConfig turns the flags into the sampler's configuration, checking
+// everything that can be checked before anything is opened: privileges,
+// the event, frequency or period, CPUs, pids, tids and the cgroup.
+func sampleConfig(o *options) (attach.Config, error) {
+	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, Log: os.Stderr}
+	if o.verbose {
+		cfg.Verbose = os.Stderr
+	}
 	if err := attach.CheckPrivileges(); err != nil {
-		return nil, err
+		return cfg, err
 	}
-	if err := attach.CheckFrequency(o.freqHz); err != nil {
-		return nil, err
+	if o.event != "" {
+		ev, err := attach.ParseEvent(o.event)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Event = &ev
 	}
-	if o.pids == nil {
+	if o.period == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
+		if err := attach.CheckFrequency(o.freqHz); err != nil {
+			return cfg, err
+		}
+	}
+	var err error
+	if cfg.CPUs, err = selectCPUs(o.cpus); err != nil {
+		return cfg, err
+	}
+	if cfg.PIDs, err = tgids(o.pids); err != nil {
+		return cfg, err
+	}
+	for _, tid := range o.tids {
+		if _, err := attach.ProcessTgid(tid); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.TIDs = o.tids
+	if o.cgroup != "" {
+		if cfg.Cgroup, err = attach.OpenCgroup(o.cgroup); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// selectCPUs parses -C and checks that every CPU in it is online.
+func selectCPUs(list string) ([]int, error) {
+	if list == "" {
 		return nil, nil
 	}
-	var tgids []uint32
-	for _, pid := range o.pids {
+	cpus, err := attach.ParseCPUList(list)
+	if err != nil {
+		return nil, fmt.Errorf("-C: %w", err)
+	}
+	online, err := attach.OnlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cpus {
+		if !slices.Contains(online, c) {
+			return nil, fmt.Errorf("-C: cpu %d is not online (online: %v)", c, online)
+		}
+	}
+	return cpus, nil
+}
+
+// tgids turns -p pids (which may be thread ids) into process ids.
+func tgids(pids []uint32) ([]uint32, error) {
+	var out []uint32
+	for _, pid := range pids {
 		tgid, err := attach.ProcessTgid(pid)
 		if err != nil {
 			return nil, err
 		}
-		tgids = append(tgids, tgid)
+		out = append(out, tgid)
 	}
-	return tgids, nil
+	return out, nil
 }
 
-// stopContext is done when the duration passes or at SIGINT/SIGTERM. A
-// second SIGINT after that aborts at once, removing the unfinished output.
-func stopContext(d time.Duration, out *outFile) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+// stopContext is done when the duration passes, at SIGINT/SIGTERM, or
+// when the command (kid, if not nil) exits. With a command, SIGINT is left
+// to the command (the terminal sends it to both) and SIGTERM is passed on
+// to it; profiling ends when it exits. A second SIGINT aborts at once,
+// removing the unfinished output.
+func stopContext(d time.Duration, out *outFile, kid *child) (context.Context, context.CancelFunc) {
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if d > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), d)
+	} else {
+		ctx, cancel = context.WithCancel(context.Background())
+	}
+	if kid != nil {
+		kid.watch(cancel)
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		n := 0
-		for range sigs {
+		for sig := range sigs {
 			if n++; n == 1 {
-				cancel()
+				if kid == nil {
+					cancel()
+				} else if sig == syscall.SIGTERM {
+					kid.cmd.Process.Signal(sig)
+				}
 				continue
 			}
 			out.abort()
@@ -169,6 +256,9 @@ func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed
 		if !o.folded {
 			view = "; view: go tool pprof -http=:8080 " + o.output
 		}
+	}
+	if missed := s.MissedCPUs(); len(missed) > 0 {
+		fmt.Fprintf(w, "gprofile: cpus %v came online during the run and were not sampled\n", missed)
 	}
 	fmt.Fprintf(w, "gprofile: %d samples (%d lost) in %.1f s on %d CPUs (%s) written %s%s\n",
 		c.samples, cn.Lost, elapsed.Seconds(), len(s.CPUs()), s.Event().Name, where, view)

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// runGprofile runs the built gprofile and returns stdout, stderr and the
+// exit status.
+func runGprofile(t *testing.T, args ...string) (stdout, stderr []byte, code int) {
+	t.Helper()
+	cmd := exec.Command(buildGprofile(t), args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run gprofile %v: %v", args, err)
+	}
+	t.Logf("gprofile %s: exit %d\nstderr: %s", strings.Join(args, " "), code, e.Bytes())
+	return o.Bytes(), e.Bytes(), code
+}
+
+// samplesWith sums the counts of folded lines whose frames hold chain in
+// order (after the comm frame), and of all lines.
+func samplesWith(t *testing.T, folded []byte, chain ...string) (with, total int) {
+	for _, l := range parseFolded(t, folded) {
+		total += l.count
+		if hasChain(l.frames[1:], chain) {
+			with += l.count
+		}
+	}
+	return with, total
+}
+
+// TestCommandWithChildren profiles `sh -c 'chain & chain; wait; exit 3'`:
+// both children's chains appear, and gprofile exits with the command's 3.
+func TestCommandWithChildren(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fno-omit-frame-pointer")
+	script := bin + " 2 >/dev/null & " + bin + " 2 >/dev/null; wait; exit 3"
+	out, _, code := runGprofile(t, "-E", "-f", "499", "--", "sh", "-c", script)
+	if code != 3 {
+		t.Errorf("exit status %d, want the command's 3", code)
+	}
+	with, total := samplesWith(t, out, "main", "chain_a", "chain_b", "chain_c")
+	// Two children spin for 2 s on 2 CPUs at 499 Hz: ~2000 samples.
+	if with < 1200 || with*10 < total*8 {
+		t.Errorf("%d of %d samples hold the chain, want at least 1200 and 80%%:\n%s", with, total, out)
+	}
+	for _, l := range parseFolded(t, out) {
+		if l.frames[0] == "gprofile" {
+			t.Errorf("gprofile's own startup was sampled: %v", l.frames)
+		}
+	}
+}
+
+// TestCommandNotFound exits 127 with the shell's message.
+func TestCommandNotFound(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	_, stderr, code := runGprofile(t, "-E", "--", "no-such-command-gprofile")
+	if code != 127 || !strings.Contains(string(stderr), "no-such-command-gprofile: command not found") {
+		t.Errorf("exit %d, stderr %q; want 127 and 'command not found'", code, stderr)
+	}
+}
+
+// TestThreadFilter profiles one thread of a two-thread workload with -t.
+func TestThreadFilter(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/threads.c", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread")
+	cmd := exec.Command(bin, "20")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line := make([]byte, 100)
+	n, _ := stdout.Read(line)
+	m := regexp.MustCompile(`tid_a=(\d+) tid_b=(\d+)`).FindSubmatch(line[:n])
+	if m == nil {
+		t.Fatalf("workload said %q", line[:n])
+	}
+	out, _, code := runGprofile(t, "-E", "-f", "499", "-d", "1.5", "-t", string(m[2]))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	b, total := samplesWith(t, out, "thread_b_outer", "thread_b_spin")
+	a, _ := samplesWith(t, out, "thread_a_spin")
+	if a != 0 || b < 500 || b*10 < total*9 {
+		t.Errorf("-t tid_b: %d samples of thread b, %d of thread a, %d in all\n%s", b, a, total, out)
+	}
+}
+
+// TestCgroupFilter moves a workload into a cgroup made by the test and
+// profiles that cgroup alone while another copy runs outside it.
+func TestCgroupFilter(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	root, err := attach.Cgroup2Root()
+	if err != nil {
+		t.Skipf("no cgroup v2 here: %v", err)
+	}
+	dir, err := os.MkdirTemp(root, "gprofile-test-")
+	if err != nil {
+		t.Skipf("cannot make a cgroup under %s: %v", root, err)
+	}
+	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fno-omit-frame-pointer")
+	other := testutil.BuildC(t, "testdata/threads.c", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread")
+	inside := exec.Command(bin, "20")
+	outside := exec.Command(other, "20")
+	for _, c := range []*exec.Cmd{inside, outside} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range []*exec.Cmd{inside, outside} {
+			c.Process.Kill()
+			c.Wait()
+		}
+		// The cgroup can go once its tasks are gone.
+		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(inside.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runGprofile(t, "-E", "-f", "499", "-d", "1.5", "--cgroup", filepath.Base(dir))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	with, total := samplesWith(t, out, "chain_a", "chain_c")
+	if with < 300 || with*10 < total*9 {
+		t.Errorf("--cgroup: %d of %d samples from the workload inside\n%s", with, total, out)
+	}
+	if bytes.Contains(out, []byte("thread_a_spin")) {
+		t.Errorf("samples of a process outside the cgroup:\n%s", out)
+	}
+}
+
+// TestBadTargets: bad -C, --cgroup and -e values fail before sampling.
+func TestBadTargets(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-C", "4096", "-d", "1"}, "not online"},
+		{[]string{"--cgroup", "/proc", "-d", "1"}, "not a cgroup v2 directory"},
+		{[]string{"--cgroup", "no/such/group", "-d", "1"}, "no such file"},
+		{[]string{"-e", "cyles", "-d", "1"}, "cycles"},
+		{[]string{"-e", "sched:no_such_tracepoint", "-d", "1"}, "sched"},
+		{[]string{"-t", "999999999", "-d", "1"}, "no such process"},
+	} {
+		_, stderr, code := runGprofile(t, c.args...)
+		if code != 1 || !strings.Contains(string(stderr), c.msg) || bytes.Count(stderr, []byte("\n")) > 2 {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and a short error with %q", c.args, code, stderr, c.msg)
+		}
+	}
+}
