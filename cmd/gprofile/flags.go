@@ -28,6 +28,7 @@ type options struct {
 	swEvent  bool
 	idle     bool
 	verbose  bool
+	ringSize int // --ring-size bytes, 0 for automatic
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
@@ -74,6 +75,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.event, "e", "", "sample on this `event` (cpu-clock, cycles, page-faults, sched:sched_switch; see -l)")
 	fs.Uint64Var(&o.period, "c", 0, "sample every `count` events instead of at -f Hz (tracepoints: default 1, every hit)")
 	fs.StringVar(&o.cgroup, "cgroup", "", "profile only tasks in this cgroup v2 `path` or below (system.slice/x.service)")
+	fs.IntVar(&o.ringSize, "ring-size", 0, "BPF ring buffer size in `bytes` (a power of two, at least a page); default from -f and the CPUs")
 	fs.BoolVar(&o.list, "l", false, "list the events available on this machine and exit")
 	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")
 	fs.BoolVar(&o.folded, "E", false, "write folded stacks (comm;root;...;leaf count) instead of pprof")

@@ -109,3 +109,20 @@ func BenchmarkDecodeRecord(b *testing.B) {
 		}
 	}
 }
+
+// FuzzDecodeRecord: any bytes decode or fail cleanly, and a decoded
+// record's stacks fit in it.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(makeRecord("seed", []uint64{1, 2}, []uint64{3}))
+	f.Add(makeRecord("", nil, nil))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var s Sample
+		if decodeRecord(raw, &s) != nil {
+			return
+		}
+		if offIPs+8*(len(s.KernelIPs)+len(s.UserIPs)) > len(raw) || len(s.Comm) > commLen {
+			t.Fatalf("decoded %d+%d IPs and comm %q from %d bytes", len(s.KernelIPs), len(s.UserIPs), s.Comm, len(raw))
+		}
+	})
+}

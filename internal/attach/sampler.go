@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -152,6 +153,10 @@ func (s *Sampler) load() error {
 		return err
 	}
 	s.ringBytes = s.cfg.RingBytes
+	page := os.Getpagesize()
+	if s.ringBytes != 0 && (s.ringBytes < page || s.ringBytes&(s.ringBytes-1) != 0) {
+		return fmt.Errorf("ring buffer size %d bytes: want a power of two of at least %d (the page size)", s.ringBytes, page)
+	}
 	if s.ringBytes == 0 {
 		hz := s.cfg.FrequencyHz
 		if s.cfg.Period != 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint()) {

@@ -2,6 +2,7 @@ package attach
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -76,5 +77,54 @@ func TestSamplerCloseTwice(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestSamplerLosses fills a one-page ring buffer without reading it: the
+// BPF program must count every sample it could not deliver, so that
+// samples read + lost == samples taken, exactly.
+func TestSamplerLosses(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fno-omit-frame-pointer")
+	cmd := exec.Command(bin, "20")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+
+	s, err := Open(Config{FrequencyHz: 999, PIDs: []uint32{uint32(cmd.Process.Pid)}, RingBytes: os.Getpagesize()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // nobody reads: the ring fills up
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	read := 0
+	if err := s.Run(ctx, func(*Sample) { read++ }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("read %d, counters %+v", read, c)
+	if c.Lost == 0 || read == 0 {
+		t.Errorf("read %d, lost %d: want both above 0 with a one-page ring", read, c.Lost)
+	}
+	if c.Samples != uint64(read)+c.Lost {
+		t.Errorf("BPF took %d samples, reader got %d, BPF lost %d: they must add up", c.Samples, read, c.Lost)
+	}
+}
+
+// TestOpenBadRingSize rejects a ring size that is not a power of two.
+func TestOpenBadRingSize(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	if s, err := Open(Config{FrequencyHz: 99, RingBytes: 5000}); err == nil {
+		s.Close()
+		t.Error("opened a 5000-byte ring buffer")
 	}
 }
