@@ -28,7 +28,7 @@ type options struct {
 	swEvent  bool
 	idle     bool
 	verbose  bool
-	ringSize int // --ring-size bytes, 0 for automatic
+	ringSize int      // --ring-size bytes, 0 for automatic
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
