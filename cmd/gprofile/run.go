@@ -265,4 +265,7 @@ func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed
 	if line := st.String(); line != "" { // frames of distinct stacks, each symbolized once
 		fmt.Fprintf(w, "gprofile: %s\n", line)
 	}
+	if st.Frames[symbolize.ReasonNoAccess] > 0 && os.Geteuid() != 0 {
+		fmt.Fprintln(w, "gprofile: reading other users' processes and binaries needs root or CAP_SYS_PTRACE")
+	}
 }
