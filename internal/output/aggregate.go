@@ -8,11 +8,18 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
-// Sample is the sum of all samples of one process and thread name that had
-// the same symbolized stack.
+// Sample is the sum of all samples with the same SampleKey (process,
+// thread, CPU and thread name, as far as the caller filled them in) and the
+// same symbolized stack.
 type Sample struct {
 	// PID is the process ID (the kernel's tgid) the samples were taken in.
 	PID uint32
+	// TID is the thread ID; 0 when the caller did not key samples by thread
+	// (Aggregator.Add, or AddSample with a zero TID).
+	TID uint32
+	// CPU is the CPU the samples were taken on; 0 when the caller did not
+	// key samples by CPU (Add, or AddSample with a zero CPU).
+	CPU uint32
 	// Comm is the thread name (the kernel's comm, at most 15 bytes) at the
 	// time of the samples; "" when unknown.
 	Comm string
@@ -26,15 +33,23 @@ type Sample struct {
 	Nanos int64
 }
 
+// SampleKey is what, besides the stack, tells samples apart in an
+// Aggregator. The caller zeroes the fields it does not want to tell samples
+// apart by (and does not want as pprof labels): a zero TID merges the
+// threads of a process, a zero CPU merges the CPUs.
+type SampleKey struct {
+	PID, TID, CPU uint32
+	Comm          string
+}
+
 // sampleKey identifies one Sample. The stack is compared by pointer: the
 // caller memoizes stacks, so equal raw stacks share one *symbolize.Stack.
 type sampleKey struct {
-	st   *symbolize.Stack
-	pid  uint32
-	comm string
+	st *symbolize.Stack
+	SampleKey
 }
 
-// Aggregator merges samples with the same (pid, comm, stack) into one
+// Aggregator merges samples with the same SampleKey and stack into one
 // Sample. The zero value is ready to use; an Aggregator is not safe for
 // concurrent use.
 type Aggregator struct {
@@ -50,16 +65,24 @@ func NewAggregator() *Aggregator {
 }
 
 // Add counts one sample of process pid, thread name comm and stack st that
-// stands for nanos nanoseconds of CPU time (its sample period).
+// stands for nanos nanoseconds of CPU time (its sample period). It is
+// AddSample with a key that holds only pid and comm.
+func (a *Aggregator) Add(pid uint32, comm string, st *symbolize.Stack, nanos int64) {
+	a.AddSample(SampleKey{PID: pid, Comm: comm}, st, nanos)
+}
+
+// AddSample counts one sample with key and stack st that stands for nanos
+// nanoseconds of CPU time (its sample period). Samples are merged when
+// every field of key is equal and st is the same pointer.
 //
 // Samples are merged by the st pointer, not by the frames it holds: the
 // caller must hand the same *symbolize.Stack for equal stacks of a process,
 // and must not change it afterwards. Adding to an existing entry is one map
 // lookup and allocates nothing.
-func (a *Aggregator) Add(pid uint32, comm string, st *symbolize.Stack, nanos int64) {
+func (a *Aggregator) AddSample(key SampleKey, st *symbolize.Stack, nanos int64) {
 	a.count++
 	a.nanos += nanos
-	k := sampleKey{st: st, pid: pid, comm: comm}
+	k := sampleKey{st: st, SampleKey: key}
 	if i, ok := a.index[k]; ok {
 		s := &a.samples[i]
 		s.Count++
@@ -70,22 +93,23 @@ func (a *Aggregator) Add(pid uint32, comm string, st *symbolize.Stack, nanos int
 		a.index = make(map[sampleKey]int)
 	}
 	a.index[k] = len(a.samples)
-	a.samples = append(a.samples, Sample{PID: pid, Comm: comm, Stack: st, Count: 1, Nanos: nanos})
+	a.samples = append(a.samples, Sample{PID: key.PID, TID: key.TID, CPU: key.CPU, Comm: key.Comm,
+		Stack: st, Count: 1, Nanos: nanos})
 }
 
-// Samples returns a new slice with one Sample per distinct (pid, comm,
-// stack), sorted by pid, then comm (byte order), then stack (frame by frame
-// from the leaf: address, then function name), so that the order does not
-// depend on the order the samples arrived in. The Stacks are shared with
-// the Aggregator and the caller.
+// Samples returns a new slice with one Sample per distinct key and stack,
+// sorted by pid, then tid, then comm (byte order), then cpu, then stack
+// (frame by frame from the leaf: address, then function name), so that the
+// order does not depend on the order the samples arrived in. The Stacks are
+// shared with the Aggregator and the caller.
 func (a *Aggregator) Samples() []Sample {
 	out := slices.Clone(a.samples)
 	slices.SortStableFunc(out, compareSamples)
 	return out
 }
 
-// Len returns the number of distinct (pid, comm, stack) entries, which is
-// the length of the slice Samples returns.
+// Len returns the number of distinct (key, stack) entries, which is the
+// length of the slice Samples returns.
 func (a *Aggregator) Len() int {
 	return len(a.samples)
 }
@@ -100,7 +124,13 @@ func compareSamples(a, b Sample) int {
 	if c := cmp.Compare(a.PID, b.PID); c != 0 {
 		return c
 	}
+	if c := cmp.Compare(a.TID, b.TID); c != 0 {
+		return c
+	}
 	if c := strings.Compare(a.Comm, b.Comm); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.CPU, b.CPU); c != 0 {
 		return c
 	}
 	return slices.CompareFunc(stackFrames(a.Stack), stackFrames(b.Stack), compareFrames)

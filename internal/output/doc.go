@@ -1,16 +1,28 @@
 // Package output aggregates symbolized samples and writes them as profiles.
 //
 // It owns the last step of a run: an Aggregator merges the samples that
-// share a process, a thread name (comm) and a symbolized stack into one
-// Sample with a count and a CPU time in nanoseconds; WritePprof writes the
-// result as a gzipped pprof profile (profile.proto, read by go tool pprof
-// and most profile viewers), and WriteFolded writes it as folded stacks, one
-// line per stack, root first, with a sample count (the input of
-// flamegraph.pl and speedscope).
+// share a process, a thread name (comm), optionally a thread and a CPU
+// (SampleKey), and a symbolized stack into one Sample with a count and a
+// CPU time in nanoseconds. The writers of aggregated samples:
+//
+//   - WritePprof writes a gzipped pprof profile (profile.proto, read by go
+//     tool pprof and most profile viewers), with the labels Meta.Labels
+//     chooses among pid, tid, comm and cpu;
+//   - WriteFolded writes folded stacks, one line per stack, root first,
+//     with a sample count (the input of flamegraph.pl and speedscope);
+//   - WriteFlameHTML writes one self-contained HTML page with an
+//     interactive flame graph (d3-flame-graph, inlined; see
+//     flamegraph/README.md), drawing what the folded stacks hold;
+//   - WriteTop writes a table of the functions with the most samples.
+//
+// The per-sample writers stream samples as they come, without
+// aggregating: TextWriter as readable text (one block per sample, kernel
+// and user frames), JSONWriter as JSON Lines (JSON_SCHEMA.md).
 //
 // The package reads stacks made by internal/symbolize and imports it for its
 // types only. It needs nothing from the kernel and no privileges. It caches
 // nothing between calls: an Aggregator holds one entry per distinct
-// (pid, comm, stack) until it is dropped, and the pprof and folded writers
-// build their interning tables afresh on every call.
+// (key, stack) until it is dropped, the pprof, folded, flame graph and top
+// writers build their tables afresh on every call, and TextWriter and
+// JSONWriter keep only the buffer of their last line.
 package output

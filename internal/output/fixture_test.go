@@ -1,6 +1,8 @@
 package output
 
 import (
+	"time"
+
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
@@ -72,8 +74,11 @@ func newMapping(path, buildID string, start, size, offset, inode uint64) *symbol
 // at returns the address of file offset off in m.
 func at(m *symbolize.Mapping, off uint64) uint64 { return m.Start - m.Offset + off }
 
+// fn returns a named frame at file offset off of m, in a function that
+// starts at the 64-byte boundary below off.
 func fn(m *symbolize.Mapping, off uint64, name, file string, line int) symbolize.Frame {
-	return symbolize.Frame{Address: at(m, off), Function: name, SystemName: name, File: file, Line: line, Mapping: m}
+	return symbolize.Frame{Address: at(m, off), Function: name, SystemName: name, SymbolStart: at(m, off&^0x3f),
+		File: file, Line: line, Mapping: m}
 }
 
 func inl(m *symbolize.Mapping, off uint64, name, file string, line int) symbolize.Frame {
@@ -87,7 +92,7 @@ func unnamed(m *symbolize.Mapping, addr uint64, r symbolize.Reason) symbolize.Fr
 }
 
 func kfn(k *symbolize.Mapping, addr uint64, name string) symbolize.Frame {
-	return symbolize.Frame{Address: addr, Function: name, SystemName: name, Kernel: true, Mapping: k}
+	return symbolize.Frame{Address: addr, Function: name, SystemName: name, SymbolStart: addr &^ 0xff, Kernel: true, Mapping: k}
 }
 
 func newFixture() *fixture {
@@ -131,7 +136,7 @@ func newFixture() *fixture {
 			fn(m["app100"], offFact, "fact", "app.c", 30),
 			fn(m["app100"], offFact, "fact", "app.c", 30),
 			fn(m["plain100"], offPlain, "plain_helper", "", 0),
-			fn(m["app100"], offOdd, "odd;name\n", "app.c", 50),
+			mangled(fn(m["app100"], offOdd, "odd;name\n", "app.c", 50), "_Z8odd_namev"),
 			fn(m["app100"], offMain, "main", "app.c", 40),
 			fn(m["libc100"], offLibcMain, "__libc_start_call_main", "", 0),
 		}),
@@ -171,6 +176,12 @@ func newFixture() *fixture {
 	return &fixture{stacks: s, mappings: m}
 }
 
+// mangled returns f with the symbol-table name sys.
+func mangled(f symbolize.Frame, sys string) symbolize.Frame {
+	f.SystemName = sys
+	return f
+}
+
 func stack(kernel, user []symbolize.Frame) *symbolize.Stack {
 	return &symbolize.Stack{Frames: append(append([]symbolize.Frame{}, kernel...), user...)}
 }
@@ -184,4 +195,38 @@ func (fx *fixture) aggregate() *Aggregator {
 		}
 	}
 	return a
+}
+
+// fixtureSample is one sample of the fixture, as the per-sample writers
+// see it.
+type fixtureSample struct {
+	meta  SampleMeta
+	stack *symbolize.Stack
+}
+
+// fixtureStart is the time of the first fixture sample.
+var fixtureStart = time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+
+// samples returns the fixture's samples one by one, in the order of
+// fixtureCounts: the k-th sample of all is taken k periods after
+// fixtureStart, by thread pid+1 (pid+2 for "worker;1"), on CPU k%2.
+func (fx *fixture) samples() []fixtureSample {
+	var out []fixtureSample
+	for _, c := range fixtureCounts {
+		tid := c.pid + 1
+		if c.comm == "worker;1" {
+			tid++
+		}
+		for range c.n {
+			k := len(out)
+			out = append(out, fixtureSample{
+				meta: SampleMeta{
+					Time: fixtureStart.Add(time.Duration(k) * fixturePeriod),
+					PID:  c.pid, TID: tid, CPU: uint32(k % 2), Comm: c.comm,
+				},
+				stack: fx.stacks[c.stack],
+			})
+		}
+	}
+	return out
 }

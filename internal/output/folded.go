@@ -103,21 +103,27 @@ func FoldedName(f *symbolize.Frame) string {
 }
 
 func appendFoldedName(buf []byte, f *symbolize.Frame) []byte {
-	kernel := isKernel(f)
+	buf = appendFrameName(buf, f, true)
+	if isKernel(f) {
+		buf = append(buf, kernelSuffix...)
+	}
+	return buf
+}
+
+// appendFrameName appends the name of f as FoldedName makes it, without
+// the kernel suffix, with ';' replaced by ':' if folded is true.
+func appendFrameName(buf []byte, f *symbolize.Frame, folded bool) []byte {
 	switch m := f.Mapping; {
 	case f.Function != "":
-		buf = appendSanitized(buf, f.Function)
-	case m != nil && !kernel && m.Path != "":
+		buf = appendClean(buf, f.Function, folded)
+	case m != nil && !isKernel(f) && m.Path != "":
 		buf = append(buf, '[')
-		buf = appendSanitized(buf, mappingBase(m.Path))
+		buf = appendClean(buf, mappingBase(m.Path), folded)
 		buf = append(buf, "+0x"...)
 		buf = strconv.AppendUint(buf, f.Address-m.Start+m.Offset, 16)
 		buf = append(buf, ']')
 	default:
 		buf = append(buf, unknownName...)
-	}
-	if kernel {
-		buf = append(buf, kernelSuffix...)
 	}
 	return buf
 }
@@ -141,9 +147,16 @@ func mappingBase(path string) string {
 // characters, line and paragraph separators and invalid UTF-8 bytes
 // replaced by '?', so that a name is one field of one folded line.
 func appendSanitized(buf []byte, s string) []byte {
+	return appendClean(buf, s, true)
+}
+
+// appendClean appends s with control characters, line and paragraph
+// separators and invalid UTF-8 bytes replaced by '?', so that it stays on
+// one line of a terminal, and ';' replaced by ':' if semicolon is true.
+func appendClean(buf []byte, s string, semicolon bool) []byte {
 	for i := 0; i < len(s); {
 		if c := s[i]; c >= 0x20 && c < 0x7f {
-			if c == ';' {
+			if c == ';' && semicolon {
 				c = ':'
 			}
 			buf = append(buf, c)

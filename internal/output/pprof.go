@@ -22,6 +22,12 @@ const (
 	// has no unit, so pprof prints it as a plain number and
 	// -tagfocus=pid=1234 selects one process.
 	LabelPID = "pid"
+	// LabelTID is the numeric label that holds a sample's thread ID
+	// (Sample.TID), written when Meta.Labels asks for it.
+	LabelTID = "tid"
+	// LabelCPU is the numeric label that holds the CPU a sample was taken
+	// on (Sample.CPU), written when Meta.Labels asks for it.
+	LabelCPU = "cpu"
 	// KernelFile is the File of the kernel's mapping, as perf names it.
 	KernelFile = "[kernel.kallsyms]"
 )
@@ -32,19 +38,60 @@ type Meta struct {
 	Start time.Time
 	// Duration is how long sampling ran (wall clock).
 	Duration time.Duration
-	// PeriodNanos is the nominal sampling period in nanoseconds of CPU
-	// time, 1e9 divided by the sampling frequency in Hz; 0 when unknown.
-	PeriodNanos int64
+	// ValueType and ValueUnit name the second sample value (Sample.Nanos),
+	// the event's weight, and the period type: "cpu"/"nanoseconds" when
+	// empty (cpu-clock), else e.g. "cycles"/"count", "page-faults"/"count",
+	// "events"/"count" for tracepoints. ValueType is the default type.
+	ValueType, ValueUnit string
+	// Period is the nominal sampling period in ValueUnit: 1e9 divided by the
+	// frequency in Hz for cpu-clock, the -c count in period mode; 0 when
+	// unknown.
+	Period int64
 	// Comments are free-form lines shown by pprof -comments, such as the
 	// command line of the run.
 	Comments []string
+	// Labels names the labels every sample gets, among LabelPID,
+	// LabelTID, LabelComm and LabelCPU; nil means pid and comm, an empty
+	// slice none. The tid and cpu labels hold Sample.TID and Sample.CPU,
+	// so the samples must have been aggregated by thread and CPU
+	// (Aggregator.AddSample) for them to mean anything.
+	Labels []string
+}
+
+// labelSet says which labels the samples of a profile get.
+type labelSet struct{ pid, tid, comm, cpu bool }
+
+// parseLabels returns the labels names asks for (pid and comm for nil).
+func parseLabels(names []string) (labelSet, error) {
+	if names == nil {
+		return labelSet{pid: true, comm: true}, nil
+	}
+	var ls labelSet
+	for _, n := range names {
+		switch n {
+		case LabelPID:
+			ls.pid = true
+		case LabelTID:
+			ls.tid = true
+		case LabelComm:
+			ls.comm = true
+		case LabelCPU:
+			ls.cpu = true
+		default:
+			return ls, fmt.Errorf("unknown label %q (want %s, %s, %s or %s)", n, LabelPID, LabelTID, LabelComm, LabelCPU)
+		}
+	}
+	return ls, nil
 }
 
 // BuildPprof returns samples as a pprof profile.
 //
 // Every sample has two values, "samples"/"count" (Sample.Count) and
-// "cpu"/"nanoseconds" (Sample.Nanos, the default), a string label "comm"
-// (left out when the comm is "") and a numeric label "pid". Its locations
+// Meta.ValueType/ValueUnit (Sample.Nanos, the default; "cpu"/"nanoseconds"
+// unless Meta says otherwise) and the labels
+// Meta.Labels chooses: by default a string label "comm" (left out when the
+// comm is "") and a numeric label "pid"; "tid" and "cpu" are numeric
+// labels too. Numeric labels have no unit. Its locations
 // are in stack order, leaf first: kernel leaf to kernel root, then user
 // leaf to user root. Frames that share an address are one location whose
 // Line holds them innermost first, as pprof expects; a location whose
@@ -74,21 +121,31 @@ type Meta struct {
 // inlined frames. pprof re-symbolizes only mappings whose flags are all
 // false.
 //
-// BuildPprof fails when meta holds a negative duration or period, or when
-// the result does not pass profile.CheckValid (a bug).
+// BuildPprof fails when meta holds a negative duration or period or an
+// unknown label, or when the result does not pass profile.CheckValid (a
+// bug).
 func BuildPprof(samples []Sample, meta Meta) (*profile.Profile, error) {
-	if meta.Duration < 0 || meta.PeriodNanos < 0 {
-		return nil, fmt.Errorf("build pprof profile: negative duration %v or period %d ns", meta.Duration, meta.PeriodNanos)
+	if meta.Duration < 0 || meta.Period < 0 {
+		return nil, fmt.Errorf("build pprof profile: negative duration %v or period %d", meta.Duration, meta.Period)
+	}
+	vt, vu := meta.ValueType, meta.ValueUnit
+	if vt == "" {
+		vt, vu = "cpu", "nanoseconds"
+	}
+	labels, err := parseLabels(meta.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("build pprof profile: %w", err)
 	}
 	b := newBuilder()
+	b.labels = labels
 	p := b.p
 	p.SampleType = []*profile.ValueType{
 		{Type: "samples", Unit: "count"},
-		{Type: "cpu", Unit: "nanoseconds"},
+		{Type: vt, Unit: vu},
 	}
-	p.DefaultSampleType = "cpu"
-	p.PeriodType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
-	p.Period = meta.PeriodNanos
+	p.DefaultSampleType = vt
+	p.PeriodType = &profile.ValueType{Type: vt, Unit: vu}
+	p.Period = meta.Period
 	p.DurationNanos = meta.Duration.Nanoseconds()
 	if !meta.Start.IsZero() {
 		p.TimeNanos = meta.Start.UnixNano()
@@ -125,9 +182,21 @@ func (b *builder) sample(s *Sample) *profile.Sample {
 	ps := &profile.Sample{
 		Location: b.stackLocations(s.Stack),
 		Value:    []int64{s.Count, s.Nanos},
-		NumLabel: map[string][]int64{LabelPID: {int64(s.PID)}},
 	}
-	if s.Comm != "" {
+	ls := b.labels
+	if ls.pid || ls.tid || ls.cpu {
+		ps.NumLabel = make(map[string][]int64, 3)
+	}
+	if ls.pid {
+		ps.NumLabel[LabelPID] = []int64{int64(s.PID)}
+	}
+	if ls.tid {
+		ps.NumLabel[LabelTID] = []int64{int64(s.TID)}
+	}
+	if ls.cpu {
+		ps.NumLabel[LabelCPU] = []int64{int64(s.CPU)}
+	}
+	if ls.comm && s.Comm != "" {
 		ps.Label = map[string][]string{LabelComm: {s.Comm}}
 	}
 	return ps

@@ -18,6 +18,7 @@ type builder struct {
 	functions map[functionKey]*profile.Function        // interned functions
 	stacks    map[*symbolize.Stack][]*profile.Location // converted stacks
 	scratch   []byte                                   // location key bytes
+	labels    labelSet                                 // labels of every sample
 }
 
 // segmentKey identifies a binary segment across processes. Exactly one of

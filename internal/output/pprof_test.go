@@ -15,10 +15,10 @@ import (
 )
 
 var fixtureMeta = Meta{
-	Start:       time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-	Duration:    10 * time.Second,
-	PeriodNanos: fixturePeriod,
-	Comments:    []string{"gprofile -F 99 -d 10s"},
+	Start:    time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	Duration: 10 * time.Second,
+	Period:   fixturePeriod,
+	Comments: []string{"gprofile -F 99 -d 10s"},
 }
 
 // parsedFixture writes the fixture as a pprof file and parses it back.
@@ -247,7 +247,7 @@ func TestBuildPprofEdgeCases(t *testing.T) {
 	if err != nil || len(p.Sample) != 1 || len(p.Sample[0].Location) != 0 {
 		t.Errorf("nil stack: %v, %v", p, err)
 	}
-	if _, err := BuildPprof(nil, Meta{PeriodNanos: -1}); err == nil {
+	if _, err := BuildPprof(nil, Meta{Period: -1}); err == nil {
 		t.Error("negative period accepted")
 	}
 }
