@@ -71,7 +71,12 @@ struct {
 	__uint(max_entries, 1 << 22); // resized by the loader
 } events SEC(".maps");
 
-// Target processes (tgid -> 1); the loader fills it, forks extend it.
+// Target values: sampled, or waiting for its exec (gprofile -- CMD: the
+// child is a target from its fork, but only its exec'd program counts).
+#define TARGET_ON 1
+#define TARGET_AT_EXEC 2
+
+// Target processes (tgid -> TARGET_*); the loader fills it, forks extend it.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -122,7 +127,8 @@ static __always_inline void count(__u32 slot)
 
 static __always_inline int is_target(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&targets, &tgid) != 0;
+	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+	return v && *v == TARGET_ON;
 }
 
 // keep applies the load-time filters to the current task.
@@ -241,9 +247,21 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 ctgid = child->tgid;
 	if (ctgid == ptgid)
 		return 0; // a new thread: covered by its tgid already
-	__u8 one = 1;
-	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	__u8 on = TARGET_ON;
+	bpf_map_update_elem(&targets, &ctgid, &on, BPF_ANY);
 	count(COUNTER_FORKS);
+	return 0;
+}
+
+// start_at_exec turns a target waiting for its exec on, once the new
+// program is loaded (as perf's enable_on_exec does).
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(start_at_exec, struct task_struct *p)
+{
+	__u32 tgid = p->tgid;
+	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+	if (v && *v == TARGET_AT_EXEC)
+		*v = TARGET_ON;
 	return 0;
 }
 

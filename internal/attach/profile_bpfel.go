@@ -41,6 +41,7 @@ const (
 	profileProgFollowFork  = "follow_fork"
 	profileProgProfile     = "profile"
 	profileProgProfileTp   = "profile_tp"
+	profileProgStartAtExec = "start_at_exec"
 	profileVarCgroupId     = "cgroup_id"
 	profileVarCgroupLevel  = "cgroup_level"
 	profileVarFilterCgroup = "filter_cgroup"
@@ -95,9 +96,10 @@ type profileSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileProgramSpecs struct {
-	FollowFork *ebpf.ProgramSpec `ebpf:"follow_fork"`
-	Profile    *ebpf.ProgramSpec `ebpf:"profile"`
-	ProfileTp  *ebpf.ProgramSpec `ebpf:"profile_tp"`
+	FollowFork  *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	Profile     *ebpf.ProgramSpec `ebpf:"profile"`
+	ProfileTp   *ebpf.ProgramSpec `ebpf:"profile_tp"`
+	StartAtExec *ebpf.ProgramSpec `ebpf:"start_at_exec"`
 }
 
 // profileMapSpecs contains maps before they are loaded into the kernel.
@@ -187,9 +189,10 @@ type profileVariables struct {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profilePrograms struct {
-	FollowFork *ebpf.Program `ebpf:"follow_fork"`
-	Profile    *ebpf.Program `ebpf:"profile"`
-	ProfileTp  *ebpf.Program `ebpf:"profile_tp"`
+	FollowFork  *ebpf.Program `ebpf:"follow_fork"`
+	Profile     *ebpf.Program `ebpf:"profile"`
+	ProfileTp   *ebpf.Program `ebpf:"profile_tp"`
+	StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
 }
 
 func (p *profilePrograms) Close() error {
@@ -197,6 +200,7 @@ func (p *profilePrograms) Close() error {
 		p.FollowFork,
 		p.Profile,
 		p.ProfileTp,
+		p.StartAtExec,
 	)
 }
 

@@ -24,6 +24,9 @@ type Config struct {
 	// PIDs restricts sampling to these processes (tgids) and the processes
 	// they fork while sampling runs; nil samples every process.
 	PIDs []uint32
+	// AtExec delays sampling of PIDs until each one's next exec completes
+	// (as perf's enable_on_exec), for a command started by gprofile.
+	AtExec bool
 	// TIDs restricts sampling to these threads; nil samples every thread.
 	TIDs []uint32
 	// Cgroup restricts sampling to tasks in this cgroup v2 or below it;
@@ -195,23 +198,23 @@ func (s *Sampler) load() error {
 	if s.cfg.PIDs == nil {
 		return nil
 	}
+	state := uint8(targetOn)
+	if s.cfg.AtExec {
+		state = targetAtExec
+	}
 	for _, pid := range s.cfg.PIDs {
-		if err := s.AddPID(pid); err != nil {
-			return err
+		if err := s.objs.Targets.Put(pid, state); err != nil {
+			return fmt.Errorf("add pid %d to the target map: %w", pid, err)
 		}
 	}
-	s.attachForks(spec)
-	return nil
+	return s.attachTracing(spec)
 }
 
-// AddPID adds a process (tgid) to the targets while sampling runs (only
-// when Config.PIDs was not nil: otherwise every process is sampled).
-func (s *Sampler) AddPID(pid uint32) error {
-	if err := s.objs.Targets.Put(pid, uint8(1)); err != nil {
-		return fmt.Errorf("add pid %d to the target map: %w", pid, err)
-	}
-	return nil
-}
+// Values of the targets map (TARGET_* in bpf/profile.bpf.c).
+const (
+	targetOn     = 1
+	targetAtExec = 2
+)
 
 func (s *Sampler) loadError(err error) error {
 	var ve *ebpf.VerifierError
@@ -221,30 +224,49 @@ func (s *Sampler) loadError(err error) error {
 	return permissionError("load BPF program", err)
 }
 
-// attachForks loads and attaches the sched_process_fork program that adds
-// children of targets to the target map. Without kernel BTF it only notes
-// that children are not followed.
-func (s *Sampler) attachForks(spec *ebpf.CollectionSpec) {
-	var fork struct {
-		FollowFork *ebpf.Program `ebpf:"follow_fork"`
+// attachTracing loads and attaches the programs that follow target
+// processes: sched_process_fork adds children of targets to the map, and
+// sched_process_exec turns on a target waiting for its exec. Without
+// kernel BTF forks are only not followed (a note says so), but AtExec
+// cannot work and is an error.
+func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
+	var progs struct {
+		FollowFork  *ebpf.Program `ebpf:"follow_fork"`
+		StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"targets": s.objs.Targets, "counters": s.objs.Counters,
 		"events": s.objs.Events, "scratch": s.objs.Scratch,
 		"target_tids": s.objs.TargetTIDs, "tp_hits": s.objs.TPHits,
 	}}
-	err := spec.LoadAndAssign(&fork, opts)
+	err := spec.LoadAndAssign(&progs, opts)
 	if err == nil {
-		var l link.Link
-		l, err = link.AttachTracing(link.TracingOptions{Program: fork.FollowFork})
-		fork.FollowFork.Close()
+		defer progs.FollowFork.Close()
+		defer progs.StartAtExec.Close()
+		err = s.attachTracingProg(progs.FollowFork, "sched_process_fork")
+	}
+	if err != nil {
+		s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
+	}
+	if s.cfg.AtExec {
 		if err == nil {
-			s.links = append(s.links, l)
-			s.verbosef("BPF: attached follow_fork to tp_btf/sched_process_fork\n")
-			return
+			err = s.attachTracingProg(progs.StartAtExec, "sched_process_exec")
+		}
+		if err != nil {
+			return fmt.Errorf("attach sched_process_exec (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
 		}
 	}
-	s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
+	return nil
+}
+
+func (s *Sampler) attachTracingProg(p *ebpf.Program, tp string) error {
+	l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	if err != nil {
+		return err
+	}
+	s.links = append(s.links, l)
+	s.verbosef("BPF: attached %s to tp_btf/%s\n", p, tp)
+	return nil
 }
 
 func boolByte(b bool) uint8 {
