@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/binary"
+	"slices"
+	"time"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
+	"golang.org/x/sys/unix"
 )
 
 // collector turns samples into aggregated, symbolized stacks. Each unique
@@ -13,29 +16,45 @@ import (
 // that exits later keeps its names); after that a sample costs one map
 // lookup keyed by its raw bytes.
 type collector struct {
-	sym      *symbolize.Symbolizer
-	agg      *output.Aggregator
-	stacks   map[string]*symbolize.Stack // pid + raw IPs -> symbolized stack
-	comms    map[string]string           // interned comm strings
-	key      []byte                      // reused key buffer
-	nanosFix int64                       // ns per sample when periods are not ns; 0: use Period
-	samples  uint64
+	sym     *symbolize.Symbolizer
+	agg     *output.Aggregator
+	stream  streamer                    // per-sample writer, or nil
+	stacks  map[string]*symbolize.Stack // pid + raw IPs -> symbolized stack
+	comms   map[string]string           // interned comm strings
+	key     []byte                      // reused key buffer
+	tid     bool                        // aggregate by thread (tid label)
+	cpu     bool                        // aggregate by CPU (cpu label)
+	wall0   time.Time                   // wall time at CLOCK_MONOTONIC 0
+	samples uint64
+	err     error // first error of the stream writer
 }
 
-func newCollector(sym *symbolize.Symbolizer, ev attach.Event, freqHz uint64) *collector {
-	c := &collector{
+func newCollector(sym *symbolize.Symbolizer, labels []string, stream streamer) *collector {
+	return &collector{
 		sym:    sym,
 		agg:    output.NewAggregator(),
+		stream: stream,
 		stacks: map[string]*symbolize.Stack{},
 		comms:  map[string]string{},
+		tid:    slices.Contains(labels, output.LabelTID),
+		cpu:    slices.Contains(labels, output.LabelCPU),
+		wall0:  monotonicEpoch(),
 	}
-	if ev.Unit != "nanoseconds" {
-		c.nanosFix = int64(1e9 / freqHz)
-	}
-	return c
 }
 
-// add is the per-sample hot path.
+// monotonicEpoch returns the wall-clock time at which CLOCK_MONOTONIC
+// (bpf_ktime_get_ns) was 0, to turn sample times into wall time.
+func monotonicEpoch() time.Time {
+	var ts unix.Timespec
+	now := time.Now()
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return now
+	}
+	return now.Add(-time.Duration(ts.Nano()))
+}
+
+// add is the per-sample hot path. Every sample weighs its period: ns for
+// cpu-clock, events for the others.
 func (c *collector) add(s *attach.Sample) {
 	c.samples++
 	k := binary.NativeEndian.AppendUint32(c.key[:0], s.PID)
@@ -57,9 +76,16 @@ func (c *collector) add(s *attach.Sample) {
 		comm = string(s.Comm)
 		c.comms[comm] = comm
 	}
-	nanos := c.nanosFix
-	if nanos == 0 {
-		nanos = int64(s.Period)
+	key := output.SampleKey{PID: s.PID, Comm: comm}
+	if c.tid {
+		key.TID = s.TID
 	}
-	c.agg.Add(s.PID, comm, st, nanos)
+	if c.cpu {
+		key.CPU = s.CPU
+	}
+	c.agg.AddSample(key, st, int64(s.Period))
+	if c.stream != nil && c.err == nil {
+		m := output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
+		c.err = c.stream.WriteSample(m, st)
+	}
 }

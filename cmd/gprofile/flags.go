@@ -29,6 +29,9 @@ type options struct {
 	idle     bool
 	verbose  bool
 	ringSize int      // --ring-size bytes, 0 for automatic
+	format   string   // one of formats, from --format, -E or -o
+	labels   []string // pprof labels (--labels)
+	quiet    bool
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
@@ -46,6 +49,9 @@ Examples:
   sudo gprofile -f 99 -d 10              whole system for 10 s, writes gprofile.pb.gz
   sudo gprofile -p 1234 -E > folded.txt  process 1234 (and its children), folded stacks
   sudo gprofile -p 1234,5678 -d 30s -o app.pb.gz
+  sudo gprofile -d 10 -o flame.html      interactive flame graph, opens offline in a browser
+  sudo gprofile -p 1234 --format text    every sample as it comes (--format json: JSON Lines)
+  gprofile view gprofile.pb.gz           pprof's web UI (flame graph, top, source) on localhost:8080
   go tool pprof -top gprofile.pb.gz      top functions
   go tool pprof -http=:8080 gprofile.pb.gz   flame graph in the browser
   flamegraph.pl folded.txt > flame.svg   flame graph from folded stacks
@@ -76,6 +82,9 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.period, "c", 0, "sample every `count` events instead of at -f Hz (tracepoints: default 1, every hit)")
 	fs.StringVar(&o.cgroup, "cgroup", "", "profile only tasks in this cgroup v2 `path` or below (system.slice/x.service)")
 	fs.IntVar(&o.ringSize, "ring-size", 0, "BPF ring buffer size in `bytes` (a power of two, at least a page); default from -f and the CPUs")
+	formatFlag := fs.String("format", "", "output `format`: pprof, folded, text (per sample), json (JSON Lines), html (flame graph); default from -o's extension")
+	labelsFlag := fs.String("labels", "pid,comm", "pprof sample `labels`: a comma-separated subset of pid, tid, comm, cpu (more labels, more samples)")
+	fs.BoolVar(&o.quiet, "q", false, "quiet: no status line, top table or summary on stderr")
 	fs.BoolVar(&o.list, "l", false, "list the events available on this machine and exit")
 	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")
 	fs.BoolVar(&o.folded, "E", false, "write folded stacks (comm;root;...;leaf count) instead of pprof")
@@ -101,12 +110,16 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	}
 	if o.output == "" {
 		o.output = "gprofile.pb.gz"
-		if o.folded {
+		if o.folded || *formatFlag == formatFolded || *formatFlag == formatText || *formatFlag == formatJSON {
 			o.output = "-"
 		}
 	}
-	if strings.HasSuffix(o.output, ".folded") {
-		o.folded = true
+	if o.format, err = formatOf(*formatFlag, o.folded, o.output); err != nil {
+		return nil, err
+	}
+	o.folded = o.format == formatFolded
+	if o.labels, err = parseLabels(*labelsFlag); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

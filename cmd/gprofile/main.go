@@ -20,6 +20,9 @@ func main() {
 	if os.Getenv(childEnv) == "1" {
 		runChildMode(os.Args[1:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == "view" {
+		viewMain(os.Args[2:])
+	}
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, errHelp) {
 		os.Exit(0)
@@ -40,4 +43,19 @@ func main() {
 		os.Exit(1)
 	}
 	os.Exit(code)
+}
+
+// viewMain runs "gprofile view" and exits.
+func viewMain(args []string) {
+	err := runView(args)
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		os.Exit(0)
+	case errors.Is(err, errViewUsage):
+		fmt.Fprintf(os.Stderr, "gprofile view: %v\n", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "gprofile view: %v\n", err)
+		os.Exit(1)
+	}
 }

@@ -42,7 +42,7 @@ func run(o *options) (int, error) {
 			return 1, err
 		}
 		defer kid.kill()
-		cfg.PIDs = []uint32{uint32(kid.cmd.Process.Pid)}
+		cfg.PIDs, cfg.AtExec = []uint32{uint32(kid.cmd.Process.Pid)}, true
 	}
 
 	sym, err := symbolize.New(symbolize.Options{})
@@ -63,14 +63,18 @@ func run(o *options) (int, error) {
 	}
 	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
-	c := newCollector(sym, s.Event(), o.freqHz)
+	bw := bufio.NewWriterSize(out.writer(), 1<<16)
+	c := newCollector(sym, o.labels, newStreamer(o.format, bw))
 	start := time.Now()
 	if kid != nil {
 		if err := kid.start(); err != nil {
 			return 1, err
 		}
 	}
-	if err := s.Run(ctx, c.add); err != nil {
+	st := startStatus(o, s, start)
+	err = s.Run(ctx, func(smp *attach.Sample) { c.add(smp); st.tick(c.samples) })
+	st.stop()
+	if err != nil {
 		return 1, err
 	}
 	elapsed := time.Since(start)
@@ -78,10 +82,12 @@ func run(o *options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if err := writeProfile(o, out, c, s, start, elapsed, counters); err != nil {
+	if err := writeProfile(o, out, bw, c, s, start, elapsed, counters); err != nil {
 		return 1, err
 	}
-	summarize(os.Stderr, o, c, s, elapsed, counters, sym.Stats())
+	if !o.quiet {
+		summarize(os.Stderr, o, c, s, elapsed, counters, sym.Stats())
+	}
 	if kid != nil {
 		return exitCode(kid.wait()), nil
 	}
@@ -203,19 +209,20 @@ func stopContext(d time.Duration, out *outFile, kid *child) (context.Context, co
 	return ctx, func() { cancel(); signal.Stop(sigs); close(sigs) }
 }
 
-func writeProfile(o *options, out *outFile, c *collector, s *attach.Sampler, start time.Time, elapsed time.Duration, cn attach.Counters) error {
-	bw := bufio.NewWriterSize(out.writer(), 1<<16)
-	var err error
-	if o.folded {
-		err = output.WriteFolded(bw, c.agg.Samples())
-	} else {
-		meta := output.Meta{
-			Start:       start,
-			Duration:    elapsed,
-			PeriodNanos: int64(1e9 / o.freqHz),
-			Comments:    comments(o, s, cn),
+// writeProfile writes the aggregated formats (text and JSON were streamed
+// into bw already), flushes, and commits the output file.
+func writeProfile(o *options, out *outFile, bw *bufio.Writer, c *collector, s *attach.Sampler, start time.Time, elapsed time.Duration, cn attach.Counters) error {
+	err := c.err
+	if err == nil {
+		switch o.format {
+		case formatFolded:
+			err = output.WriteFolded(bw, c.agg.Samples())
+		case formatHTML:
+			title := fmt.Sprintf("gprofile: %s, %d samples, %.1f s", s.Event().Name, c.samples, elapsed.Seconds())
+			err = output.WriteFlameHTML(bw, c.agg.Samples(), title)
+		case formatPprof:
+			err = output.WritePprof(bw, c.agg.Samples(), pprofMeta(o, s, start, elapsed, cn))
 		}
-		err = output.WritePprof(bw, c.agg.Samples(), meta)
 	}
 	if err == nil {
 		err = bw.Flush()
@@ -229,6 +236,25 @@ func writeProfile(o *options, out *outFile, c *collector, s *attach.Sampler, sta
 	return out.commit()
 }
 
+// pprofMeta describes the run for the pprof profile: the value type and
+// period follow the event (cpu/nanoseconds for cpu-clock at 1e9/f ns).
+func pprofMeta(o *options, s *attach.Sampler, start time.Time, elapsed time.Duration, cn attach.Counters) output.Meta {
+	ev := s.Event()
+	m := output.Meta{Start: start, Duration: elapsed, Comments: comments(o, s, cn), Labels: o.labels}
+	if ev.SampleType != "cpu" {
+		m.ValueType, m.ValueUnit = ev.SampleType, "count"
+	}
+	switch {
+	case o.period != 0:
+		m.Period = int64(o.period)
+	case ev.IsTracepoint():
+		m.Period = 1
+	case ev.Unit == "nanoseconds":
+		m.Period = int64(1e9 / o.freqHz)
+	}
+	return m
+}
+
 func isBrokenPipe(err error) bool {
 	return err != nil && errors.Is(err, syscall.EPIPE)
 }
@@ -239,22 +265,39 @@ func comments(o *options, s *attach.Sampler, cn attach.Counters) []string {
 	host, _ := os.Hostname()
 	return []string{
 		"command: " + strings.Join(o.args, " "),
-		fmt.Sprintf("event: %s, frequency: %d Hz, cpus: %v", s.Event().Name, o.freqHz, s.CPUs()),
+		fmt.Sprintf("event: %s, %s, cpus: %v", s.Event().Name, rate(o, s.Event()), s.CPUs()),
 		fmt.Sprintf("kernel: %s, host: %s", unix.ByteSliceToString(uts.Release[:]), host),
 		fmt.Sprintf("samples lost: %d (ring buffer full), stacks not taken: kernel %d, user %d",
 			cn.Lost, cn.KernelStackErrors, cn.UserStackErrors),
 	}
 }
 
-// summarize prints the end-of-run line (and a second one about unnamed
+// rate describes how often the event is sampled.
+func rate(o *options, ev attach.Event) string {
+	switch {
+	case o.period != 0:
+		return fmt.Sprintf("period: every %d events", o.period)
+	case ev.IsTracepoint():
+		return "period: every hit"
+	}
+	return fmt.Sprintf("frequency: %d Hz", o.freqHz)
+}
+
+// summarize prints the top table, the end-of-run line (and a second one about unnamed
 // frames, when there are any).
 func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed time.Duration, cn attach.Counters, st symbolize.Stats) {
+	if o.output != "-" {
+		output.WriteTop(w, c.agg.Samples(), 10)
+	}
 	where := "to stdout"
 	view := ""
 	if o.output != "-" {
 		where = "to " + o.output
-		if !o.folded {
-			view = "; view: go tool pprof -http=:8080 " + o.output
+		switch o.format {
+		case formatPprof:
+			view = "; view: gprofile view " + o.output + " (or go tool pprof -http=:8080 " + o.output + ")"
+		case formatHTML:
+			view = "; open it in a browser"
 		}
 	}
 	if missed := s.MissedCPUs(); len(missed) > 0 {
