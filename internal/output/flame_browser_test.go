@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"context"
+	"github.com/gprofile/gprofile/internal/testutil"
 	"image/png"
 	"os"
 	"os/exec"
@@ -22,7 +23,7 @@ const chromiumPath = "/usr/bin/chromium"
 func runChromium(t *testing.T, url string, extra ...string) []byte {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("browser test skipped: %s not found (apt-get install chromium)", chromiumPath)
+		testutil.RequireTool(t, "chromium") // skips, or fails in CI (GPROFILE_REQUIRE_PRIV=1)
 	}
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
