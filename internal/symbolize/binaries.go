@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -75,14 +76,20 @@ func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*Binary, Reason) {
 // openBinary reads the file behind e as process pid sees it: through
 // <ProcRoot>/PID/root/<path> (its mount namespace), or, when the file was
 // deleted or that path now holds another inode, through
-// <ProcRoot>/PID/map_files/<start>-<limit>. Errors wrap ErrBadELF when
-// the file was opened but is not usable ELF.
+// <ProcRoot>/PID/map_files/<start>-<limit>. Its separate debug file is
+// looked for in the Symbolizer's DebugDirs (host paths) and, by
+// .gnu_debuglink, next to the binary in the process's mount namespace.
+// Errors wrap ErrBadELF when the file was opened but is not usable ELF.
 func (s *Symbolizer) openBinary(pid uint32, e *MapsEntry) (*Binary, error) {
 	paths := make([]string, 0, 2)
 	if !e.Deleted {
 		paths = append(paths, s.procPath(pid, "root")+e.Path)
 	}
 	paths = append(paths, s.procPath(pid, fmt.Sprintf("map_files/%x-%x", e.Start, e.Limit)))
+	load := LoadOptions{DebugDirs: s.debugDirs, OrigDir: filepath.Dir(e.Path)}
+	if !e.Deleted {
+		load.Dir = s.procPath(pid, "root") + load.OrigDir
+	}
 	var firstErr error
 	var other *os.File // opened, but not the inode of the mapping
 	for _, path := range paths {
@@ -99,13 +106,13 @@ func (s *Symbolizer) openBinary(pid uint32, e *MapsEntry) (*Binary, error) {
 			other.Close()
 		}
 		defer f.Close()
-		return NewBinary(f)
+		return LoadBinary(f, load)
 	}
 	if other != nil {
 		// Overlay file systems may report other inode numbers: better
 		// this file than none.
 		defer other.Close()
-		return NewBinary(other)
+		return LoadBinary(other, load)
 	}
 	return nil, fmt.Errorf("open %s: %w", e.Path, firstErr)
 }
@@ -126,7 +133,7 @@ func sameInode(f *os.File, ino uint64) bool {
 func (s *Symbolizer) vdsoFor(e *MapsEntry) *Binary {
 	if !s.vdsoTried {
 		s.vdsoTried = true
-		s.vdso, s.vdsoSize = loadVDSO(s.procRoot)
+		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, s.debugDirs)
 	}
 	if s.vdso == nil || e.Limit-e.Start != s.vdsoSize {
 		return nil
@@ -136,8 +143,9 @@ func (s *Symbolizer) vdsoFor(e *MapsEntry) *Binary {
 
 // loadVDSO reads our own vDSO image from <procRoot>/self/mem at the
 // [vdso] mapping of <procRoot>/self/maps, and returns it with its size in
-// bytes.
-func loadVDSO(procRoot string) (*Binary, uint64) {
+// bytes. Its debug file, if any (linux-image-*-dbg ships one), is found
+// by build ID in debugDirs.
+func loadVDSO(procRoot string, debugDirs []string) (*Binary, uint64) {
 	data, err := os.ReadFile(procRoot + "/self/maps")
 	if err != nil {
 		return nil, 0
@@ -156,7 +164,7 @@ func loadVDSO(procRoot string) (*Binary, uint64) {
 		if _, err := mem.ReadAt(img, int64(e.Start)); err != nil {
 			return nil, 0
 		}
-		b, err := NewBinary(bytes.NewReader(img))
+		b, err := LoadBinary(bytes.NewReader(img), LoadOptions{DebugDirs: debugDirs})
 		if err != nil {
 			return nil, 0
 		}

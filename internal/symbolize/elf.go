@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/ianlancetaylor/demangle"
 )
@@ -25,15 +26,22 @@ var pageSize = uint64(os.Getpagesize())
 // smaller, nested symbol).
 const maxSymbolWalk = 4
 
-// Binary is the symbol-table view of one ELF executable or shared object:
-// its function symbols, GNU build ID and PT_LOAD segments. It keeps no file
-// open; it holds 32 bytes per symbol plus the names. A Binary is read-only once built and safe for concurrent use.
+// Binary is the symbol and line view of one ELF executable or shared
+// object: its function symbols, GNU build ID, PT_LOAD segments and source
+// line information. Symbols and lines may come from a separate debug file
+// (see LoadOptions) or from MiniDebugInfo; the build ID and segments
+// always come from the binary itself. A Binary keeps no file open; it
+// holds 32 bytes per symbol plus the names, and the DWARF sections it
+// found (decompressed), which it parses one compilation unit at a time
+// on demand. A Binary is safe for concurrent use.
 type Binary struct {
-	typ     elf.Type
-	buildID string
-	loads   []elf.ProgHeader // PT_LOAD, in file order
-	syms    []elfSym         // sorted by start, starts unique
-	names   string           // arena holding every kept symbol name
+	typ       elf.Type
+	buildID   string
+	loads     []elf.ProgHeader // PT_LOAD, in file order
+	syms      []elfSym         // sorted by start, starts unique
+	names     string           // arena holding every kept symbol name
+	debugFile string           // separate debug file used, "" if none
+	lines     lineSource       // nil without line information
 }
 
 // elfSym is one function symbol: [start, end) in ELF virtual addresses,
@@ -58,32 +66,49 @@ type ELFSymbol struct {
 	Size uint64
 }
 
-// OpenBinary reads the ELF file at path. Errors from opening the file are
-// returned wrapped as they are (fs.ErrNotExist, fs.ErrPermission);
-// everything else wraps ErrBadELF.
+// OpenBinary reads the ELF file at path, with separate debug information
+// from DefaultDebugDirs or next to it (see LoadOptions). Errors from
+// opening the file are returned wrapped as they are (fs.ErrNotExist,
+// fs.ErrPermission); everything else wraps ErrBadELF.
 func OpenBinary(path string) (*Binary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load binary: %w", err)
 	}
 	defer f.Close()
-	b, err := NewBinary(f)
+	dir := ""
+	if abs, err := filepath.Abs(path); err == nil {
+		dir = filepath.Dir(abs)
+	}
+	b, err := LoadBinary(f, LoadOptions{Dir: dir})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return b, nil
 }
 
-// NewBinary reads an ELF executable (ET_EXEC) or shared object or PIE
+// NewBinary reads an ELF binary from r as LoadBinary does with the zero
+// LoadOptions: separate debug files are found by build ID only.
+func NewBinary(r io.ReaderAt) (*Binary, error) {
+	return LoadBinary(r, LoadOptions{})
+}
+
+// LoadBinary reads an ELF executable (ET_EXEC) or shared object or PIE
 // (ET_DYN) from r: the function symbols of .symtab and .dynsym (STT_FUNC,
-// STT_GNU_IFUNC, and sized STT_NOTYPE in executable sections; the
-// functions of .gopclntab instead of .symtab for a Go binary stripped of
-// it), merged, sorted by address and deduplicated (at one address a
-// sized, global name with fewer leading underscores wins); the
-// NT_GNU_BUILD_ID note; the PT_LOAD program headers. r is not used after
-// it returns. Every error wraps ErrBadELF; it never panics on corrupt
-// input.
-func NewBinary(r io.ReaderAt) (b *Binary, err error) {
+// STT_GNU_IFUNC, and sized STT_NOTYPE in executable sections), merged,
+// sorted by address and deduplicated (at one address a sized, global name
+// with fewer leading underscores wins); the NT_GNU_BUILD_ID note; the
+// PT_LOAD program headers; and the DWARF sections, or .gopclntab, for
+// source lines.
+//
+// When the binary has no .symtab or no DWARF, its separate debug file is
+// searched as opts says (by build ID, then by .gnu_debuglink with its
+// CRC checked) and supplies both; without .symtab from either, the
+// symbols come from MiniDebugInfo (.gnu_debugdata), else, for a Go
+// binary, from .gopclntab. r is not used after LoadBinary returns. Every
+// error wraps ErrBadELF and concerns the binary itself: a corrupt or
+// unreadable debug file is skipped. It never panics on corrupt input.
+func LoadBinary(r io.ReaderAt, opts LoadOptions) (b *Binary, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			b, err = nil, fmt.Errorf("%w: debug/elf panicked: %v", ErrBadELF, p)
@@ -102,11 +127,23 @@ func NewBinary(r io.ReaderAt) (b *Binary, err error) {
 			b.loads = append(b.loads, p.ProgHeader)
 		}
 	}
-	if err := b.readSymbols(f); err != nil {
+	var dbg *debugFile
+	if needsDebugFile(f) {
+		dbg = findDebugFile(f, b.buildID, r, &opts)
+		defer dbg.Close()
+	}
+	gt := &goTable{f: f}
+	if err := b.readSymbols(f, dbg, gt); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
 	}
+	b.readLines(f, dbg, gt)
 	return b, nil
 }
+
+// DebugFile returns the path of the separate debug file that supplied
+// symbols or lines (a host path, as found through LoadOptions), or ""
+// when none was used.
+func (b *Binary) DebugFile() string { return b.debugFile }
 
 // BuildID returns the hex GNU build ID (NT_GNU_BUILD_ID), "" if none.
 func (b *Binary) BuildID() string { return b.buildID }

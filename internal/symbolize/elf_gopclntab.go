@@ -7,21 +7,46 @@ import (
 	"math"
 )
 
+// goTable is the .gopclntab of a binary, parsed on first use: the
+// symbol source of Go binaries without .symtab and the line source of Go
+// binaries without DWARF.
+type goTable struct {
+	f    *elf.File
+	done bool
+	tab  *gosym.Table
+}
+
+// get returns the parsed table, or nil when the binary has none or it
+// does not parse (including when debug/gosym panics).
+func (g *goTable) get() *gosym.Table {
+	if g.done {
+		return g.tab
+	}
+	g.done = true
+	defer func() {
+		if recover() != nil {
+			g.tab = nil
+		}
+	}()
+	sec := g.f.Section(".gopclntab")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil
+	}
+	g.tab, _ = gosym.NewTable(nil, gosym.NewLineTable(data, goTextStart(g.f, data)))
+	return g.tab
+}
+
 // appendGoFuncs appends the functions of a Go binary's .gopclntab to raws.
 // It is the symbol source for Go binaries without .symtab (go build
 // -ldflags=-s, and the binaries go test and go run build). A missing or
 // unparsable table adds nothing: the other symbol tables still count.
-func appendGoFuncs(raws []rawSym, f *elf.File) []rawSym {
-	sec := f.Section(".gopclntab")
-	if sec == nil {
-		return raws
-	}
-	data, err := sec.Data()
-	if err != nil {
-		return raws
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, goTextStart(f, data)))
-	if err != nil {
+func appendGoFuncs(raws []rawSym, gt *goTable) []rawSym {
+	tab := gt.get()
+	if tab == nil {
 		return raws
 	}
 	for i := range tab.Funcs {
@@ -35,6 +60,25 @@ func appendGoFuncs(raws []rawSym, f *elf.File) []rawSym {
 		})
 	}
 	return raws
+}
+
+// goLines reads lines from .gopclntab (gosym's PCToLine). It knows the
+// physical function only: inlining is recorded in .gopclntab, but gosym
+// does not expose it.
+type goLines struct{ tab *gosym.Table }
+
+// lines returns the one source line of pc, or nil.
+func (g goLines) lines(pc uint64) (out []SourceLine) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	file, line, fn := g.tab.PCToLine(pc)
+	if fn == nil {
+		return nil
+	}
+	return []SourceLine{{Function: fn.Name, SystemName: fn.Name, File: file, Line: line}}
 }
 
 // goTextStart returns the ELF address of runtime.text, which .gopclntab

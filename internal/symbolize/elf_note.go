@@ -26,6 +26,13 @@ func buildID(f *elf.File) string {
 			return id
 		}
 	}
+	return sectionsBuildID(f)
+}
+
+// sectionsBuildID returns the hex NT_GNU_BUILD_ID of f from its SHT_NOTE
+// sections, the only place a separate debug file (objcopy
+// --only-keep-debug) keeps it; "" when there is none.
+func sectionsBuildID(f *elf.File) string {
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_NOTE {
 			continue

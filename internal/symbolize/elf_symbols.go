@@ -20,10 +20,12 @@ type rawSym struct {
 	typ   elf.SymType
 }
 
-// readSymbols fills b.syms and b.names from .symtab and .dynsym, and from
-// .gopclntab when .symtab has no functions. A file without any of them is
-// valid and has no symbols.
-func (b *Binary) readSymbols(f *elf.File) error {
+// readSymbols fills b.syms and b.names from .symtab and .dynsym. When f
+// has no .symtab functions, the separate debug file's .symtab stands in
+// for it (setting b.debugFile), else MiniDebugInfo's, else .gopclntab's
+// functions. A file without any of them is valid and has no symbols.
+// Errors concern f's own tables; a bad debug file is skipped.
+func (b *Binary) readSymbols(f *elf.File, dbg *debugFile, gt *goTable) error {
 	symtab, err := f.Symbols()
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return fmt.Errorf("read .symtab: %w", err)
@@ -34,13 +36,36 @@ func (b *Binary) readSymbols(f *elf.File) error {
 	}
 	raws := make([]rawSym, 0, len(symtab)+len(dynsym))
 	raws = b.appendFuncs(raws, f, symtab)
+	if len(raws) == 0 && dbg != nil {
+		raws = b.appendFuncs(raws, dbg.elf, safeSymbols(dbg.elf))
+		if len(raws) > 0 {
+			b.debugFile = dbg.path
+		}
+	}
 	if len(raws) == 0 {
-		raws = appendGoFuncs(raws, f) // a Go binary stripped of .symtab
+		if mini := miniDebugInfo(f); mini != nil {
+			raws = b.appendFuncs(raws, mini, safeSymbols(mini))
+		}
+	}
+	if len(raws) == 0 {
+		raws = appendGoFuncs(raws, gt) // a Go binary stripped of .symtab
 	}
 	raws = b.appendFuncs(raws, f, dynsym)
 	slices.SortFunc(raws, compareRaw)
 	b.build(raws)
 	return nil
+}
+
+// safeSymbols returns the .symtab of a debug file, or nil when it has
+// none or it is corrupt (debug/elf errors and panics alike).
+func safeSymbols(f *elf.File) (syms []elf.Symbol) {
+	defer func() {
+		if recover() != nil {
+			syms = nil
+		}
+	}()
+	syms, _ = f.Symbols()
+	return syms
 }
 
 // appendFuncs appends the function symbols of syms to raws.

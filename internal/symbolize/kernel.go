@@ -19,6 +19,7 @@ type frameInfo struct {
 	start                uint64
 	mapping              *Mapping
 	reason               Reason
+	lines                []SourceLine // Binary.Lines: inlined first, physical last
 }
 
 // kernelSymbolizer names kernel addresses from kallsyms and caches them.

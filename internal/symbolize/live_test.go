@@ -3,6 +3,7 @@ package symbolize
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"testing"
@@ -41,9 +42,13 @@ func TestStackLiveGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	file, line := runtime.FuncForPC(uintptr(pc)).FileLine(uintptr(pc)) // the runtime's own pclntab
 	for i, f := range st.Frames {
 		if f.Function != name || f.Reason != ReasonNone || f.SymbolStart != pc {
 			t.Errorf("frame %d = %+v; want %s at %#x", i, f, name, pc)
+		}
+		if f.File != file || f.Line != line || f.Inlined {
+			t.Errorf("frame %d at %s:%d, inlined %v; want %s:%d", i, f.File, f.Line, f.Inlined, file, line)
 		}
 		if f.Mapping == nil || f.Mapping.Path != exe {
 			t.Errorf("frame %d mapping = %+v; want %s", i, f.Mapping, exe)
@@ -52,7 +57,7 @@ func TestStackLiveGo(t *testing.T) {
 }
 
 func TestStackLiveVDSO(t *testing.T) {
-	vdso, _ := loadVDSO("/proc")
+	vdso, _ := loadVDSO("/proc", nil)
 	if vdso == nil || vdso.Len() == 0 {
 		t.Skip("skipping: no readable [vdso] with symbols in /proc/self")
 	}
@@ -144,4 +149,47 @@ func BenchmarkStackWarm(b *testing.B) {
 	for b.Loop() {
 		s.Stack(pid, nil, ips)
 	}
+}
+
+// TestStackLiveLibcDebugFile names a function that only the separate
+// debug file of the system's libc has (Debian's libc6-dbg, found by build
+// ID in /usr/lib/debug): __libc_start_call_main is local, so the stripped
+// libc.so.6 has it in no symbol table.
+func TestStackLiveLibcDebugFile(t *testing.T) {
+	libc := systemLibc(t)
+	b, err := OpenBinary(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.DebugFile() == "" {
+		t.Skipf("skipping: no debug file for %s (build ID %s) in /usr/lib/debug (apt install libc6-dbg)", libc, b.BuildID())
+	}
+	const name = "__libc_start_call_main"
+	sym := elfSymbol(t, b.DebugFile(), name)
+	if got, ok := b.Lookup(sym.Value + 4); !ok || got.Function != name {
+		t.Errorf("Lookup(%s+4) = %+v, %v", name, got, ok)
+	}
+	const pid, base = 77, 0x7f0000000000
+	fp := newFakeProc(t)
+	fp.setMaps(pid, textMapping(t, libc, base))
+	s := fp.symbolizer("testdata/kallsyms.txt") // default DebugDirs
+	st := s.Stack(pid, nil, []uint64{base + sym.Value + 4, base + sym.Value + sym.Size/2})
+	checkFrames(t, st.Frames[len(st.Frames)-1:], []wantFrame{{name, ReasonNone, libc}})
+	if st.Frames[0].Function != name {
+		t.Errorf("leaf frame = %+v", st.Frames[0])
+	}
+}
+
+// systemLibc returns the path of the system's libc.so.6, or skips.
+func systemLibc(t testing.TB) string {
+	t.Helper()
+	for _, pattern := range []string{"/lib/*-linux-gnu/libc.so.6", "/usr/lib/*-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6"} {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			if p, err := filepath.EvalSymlinks(m[0]); err == nil {
+				return p
+			}
+		}
+	}
+	t.Skip("skipping: no libc.so.6 in the usual places")
+	return ""
 }

@@ -136,7 +136,7 @@ func (s *Symbolizer) resolveUser(p *process, addr uint64) frameInfo {
 }
 
 // resolveIn names addr in mapping m of process p, opening its file on
-// first use.
+// first use, and finds its source lines.
 func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInfo {
 	if !m.opened {
 		s.open(p, m)
@@ -149,6 +149,7 @@ func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInf
 		fi.reason = ReasonNoSymbol
 		return fi
 	}
+	fi.lines = m.bin.Lines(addr - m.bias)
 	sym, ok := m.bin.Lookup(addr - m.bias)
 	if !ok {
 		fi.reason = ReasonNoSymbol

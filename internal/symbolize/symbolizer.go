@@ -14,6 +14,12 @@ type Options struct {
 	ProcRoot string
 	// KallsymsPath is the kernel symbol file; "" means "/proc/kallsyms".
 	KallsymsPath string
+	// DebugDirs are the global directories (host paths) searched for
+	// separate debug files, by build ID and by .gnu_debuglink, as in
+	// LoadOptions; nil means DefaultDebugDirs() (/usr/lib/debug), an
+	// empty, non-nil slice searches none. A binary's .gnu_debuglink file
+	// is also looked for next to it, in the process's mount namespace.
+	DebugDirs []string
 }
 
 // Symbolizer names the addresses of sampled stacks, kernel and user. It
@@ -27,6 +33,7 @@ type Options struct {
 // A Symbolizer is not safe for concurrent use: one goroutine calls it.
 type Symbolizer struct {
 	procRoot  string
+	debugDirs []string
 	kernel    *kernelSymbolizer
 	procs     map[uint32]*process
 	bins      map[binKey]*binEntry
@@ -73,12 +80,16 @@ func New(opts Options) (*Symbolizer, error) {
 	if opts.KallsymsPath == "" {
 		opts.KallsymsPath = "/proc/kallsyms"
 	}
+	if opts.DebugDirs == nil {
+		opts.DebugDirs = DefaultDebugDirs()
+	}
 	return &Symbolizer{
-		procRoot: opts.ProcRoot,
-		kernel:   newKernelSymbolizer(opts.KallsymsPath, opts.ProcRoot),
-		procs:    make(map[uint32]*process),
-		bins:     make(map[binKey]*binEntry),
-		now:      time.Now,
+		procRoot:  opts.ProcRoot,
+		debugDirs: opts.DebugDirs,
+		kernel:    newKernelSymbolizer(opts.KallsymsPath, opts.ProcRoot),
+		procs:     make(map[uint32]*process),
+		bins:      make(map[binKey]*binEntry),
+		now:       time.Now,
 	}, nil
 }
 
@@ -92,18 +103,22 @@ func (s *Symbolizer) Note() string { return s.kernel.note }
 // sampled, each leaf first; the leaf (index 0) is looked up at its address
 // and every other (a return address) at address-1, while Frame.Address
 // keeps the value given. The result is a new Stack owned by the caller:
-// kernel frames first, then user frames, in the order given, one frame per
-// address (no inline expansion yet). Frames that cannot be named keep their
-// address and, where known, their mapping; their Reason says why. A
-// process whose maps could not be read when first seen gives
+// kernel frames first, then user frames, in the order given. A user
+// address with DWARF inlining information gives several frames, all with
+// its Address and Mapping: the inlined functions innermost first
+// (Inlined), then the physical function; every other address gives one
+// frame. File and Line come from DWARF or .gopclntab where the binary
+// (or its debug file) has them. Frames that cannot be named keep their
+// address and, where known, their mapping and source line; their Reason
+// says why. A process whose maps could not be read when first seen gives
 // ReasonProcessGone (it exited) or ReasonNoAccess (permission), and a nil
 // Mapping. With kallsyms hidden or unreadable, kernel frames carry the
 // [kernel.kallsyms] mapping with the range [0, 2^64-1).
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
-	st := &Stack{Frames: make([]Frame, len(kernelIPs)+len(userIPs))}
+	frames := make([]Frame, 0, len(kernelIPs)+len(userIPs))
 	for i, addr := range kernelIPs {
 		fi := s.kernel.resolve(lookupAddr(i, addr))
-		s.fill(&st.Frames[i], addr, &fi, true)
+		frames = s.appendFrames(frames, addr, &fi, true)
 	}
 	var p *process
 	if len(userIPs) > 0 {
@@ -111,9 +126,9 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	}
 	for i, addr := range userIPs {
 		fi := s.resolveUser(p, lookupAddr(i, addr))
-		s.fill(&st.Frames[len(kernelIPs)+i], addr, &fi, false)
+		frames = s.appendFrames(frames, addr, &fi, false)
 	}
-	return st
+	return &Stack{Frames: frames}
 }
 
 // lookupAddr returns the address to look up for the i-th frame (leaf
@@ -126,9 +141,24 @@ func lookupAddr(i int, addr uint64) uint64 {
 	return addr - 1
 }
 
-// fill sets f from what its address resolved to and counts it.
-func (s *Symbolizer) fill(f *Frame, addr uint64, fi *frameInfo, kernel bool) {
-	*f = Frame{
+// appendFrames appends the frames of addr, resolved as fi, to frames and
+// counts them: one per inlined function (innermost first), then the
+// physical frame, which takes the last source line.
+func (s *Symbolizer) appendFrames(frames []Frame, addr uint64, fi *frameInfo, kernel bool) []Frame {
+	n := len(fi.lines)
+	for i := 0; i+1 < n; i++ {
+		l := &fi.lines[i]
+		f := Frame{
+			Address: addr, Function: l.Function, SystemName: l.SystemName,
+			File: l.File, Line: l.Line, Inlined: true, Kernel: kernel, Mapping: fi.mapping,
+		}
+		if f.Function == "" {
+			f.Reason = ReasonNoSymbol
+		}
+		s.stats.Frames[f.Reason]++
+		frames = append(frames, f)
+	}
+	f := Frame{
 		Address:     addr,
 		Function:    fi.function,
 		SystemName:  fi.systemName,
@@ -137,7 +167,11 @@ func (s *Symbolizer) fill(f *Frame, addr uint64, fi *frameInfo, kernel bool) {
 		Mapping:     fi.mapping,
 		Reason:      fi.reason,
 	}
+	if n > 0 {
+		f.File, f.Line = fi.lines[n-1].File, fi.lines[n-1].Line
+	}
 	s.stats.Frames[fi.reason]++
+	return append(frames, f)
 }
 
 // Stats returns the counters so far.

@@ -1,0 +1,192 @@
+package symbolize
+
+import (
+	"bytes"
+	"debug/elf"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// DefaultDebugDirs returns the global debug directories searched when
+// none are configured: /usr/lib/debug, as gdb, perf and elfutils use.
+func DefaultDebugDirs() []string { return []string{"/usr/lib/debug"} }
+
+// LoadOptions says where LoadBinary looks for a binary's separate debug
+// information. The zero value searches DefaultDebugDirs by build ID only.
+type LoadOptions struct {
+	// DebugDirs are the global debug directories, host paths, searched in
+	// order: <dir>/.build-id/<first 2 hex digits>/<rest>.debug by GNU build
+	// ID, then <dir>/<OrigDir>/<name> by .gnu_debuglink. nil means
+	// DefaultDebugDirs(); an empty, non-nil slice searches none.
+	DebugDirs []string
+	// Dir is the directory holding the binary, as this process can open
+	// it (for a process in another mount namespace, through
+	// /proc/PID/root). .gnu_debuglink names are looked for in Dir and
+	// Dir/.debug; "" skips both.
+	Dir string
+	// OrigDir is the binary's directory as its own file system names it,
+	// appended to each of DebugDirs for .gnu_debuglink; "" means Dir.
+	OrigDir string
+}
+
+// debugDirs returns o.DebugDirs, or the default when it is nil.
+func (o *LoadOptions) debugDirs() []string {
+	if o.DebugDirs == nil {
+		return DefaultDebugDirs()
+	}
+	return o.DebugDirs
+}
+
+// debugFile is an opened separate debug file: an ELF file (usually made
+// by objcopy --only-keep-debug) whose .symtab and DWARF describe the
+// binary, at the binary's virtual addresses.
+type debugFile struct {
+	path string
+	file *os.File
+	elf  *elf.File
+}
+
+// Close closes the file; it is a no-op on a nil *debugFile.
+func (d *debugFile) Close() {
+	if d != nil {
+		d.file.Close()
+	}
+}
+
+// needsDebugFile reports whether f lacks what a separate debug file can
+// add: a .symtab, or DWARF.
+func needsDebugFile(f *elf.File) bool {
+	return f.Section(".symtab") == nil || !hasDWARF(f)
+}
+
+// findDebugFile returns the separate debug file of f (whose hex build ID
+// is buildID and which was read from self), or nil when there is none
+// that matches. It looks by build ID first, then by .gnu_debuglink,
+// whose CRC must match. Unreadable or corrupt candidates are skipped.
+func findDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *LoadOptions) *debugFile {
+	if len(buildID) > 2 {
+		for _, dir := range opts.debugDirs() {
+			path := filepath.Join(dir, ".build-id", buildID[:2], buildID[2:]+".debug")
+			if d := openDebugFile(path, f, buildID, self, nil); d != nil {
+				return d
+			}
+		}
+	}
+	name, crc, ok := debugLink(f)
+	if !ok {
+		return nil
+	}
+	for _, path := range debugLinkPaths(name, opts) {
+		if d := openDebugFile(path, f, buildID, self, &crc); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// debugLinkPaths returns the places gdb looks for a .gnu_debuglink name:
+// next to the binary, in its .debug subdirectory, and under each global
+// debug directory at the binary's own path.
+func debugLinkPaths(name string, opts *LoadOptions) []string {
+	var paths []string
+	if opts.Dir != "" {
+		paths = append(paths, filepath.Join(opts.Dir, name), filepath.Join(opts.Dir, ".debug", name))
+	}
+	orig := opts.OrigDir
+	if orig == "" {
+		orig = opts.Dir
+	}
+	if orig != "" {
+		for _, dir := range opts.debugDirs() {
+			paths = append(paths, filepath.Join(dir, orig, name))
+		}
+	}
+	return paths
+}
+
+// debugLink returns the file name and CRC-32 of f's .gnu_debuglink
+// section: a NUL-terminated base name, padding to 4 bytes, and the CRC in
+// f's byte order. ok is false when f has none or it is malformed.
+func debugLink(f *elf.File) (name string, crc uint32, ok bool) {
+	sec := f.Section(".gnu_debuglink")
+	if sec == nil || sec.Type == elf.SHT_NOBITS || sec.Size > 4096 {
+		return "", 0, false
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return "", 0, false
+	}
+	n := bytes.IndexByte(data, 0)
+	if n <= 0 {
+		return "", 0, false
+	}
+	off := align4(uint64(n) + 1)
+	if off+4 > uint64(len(data)) {
+		return "", 0, false
+	}
+	name = string(data[:n])
+	if filepath.Base(name) != name || name == "." || name == ".." {
+		return "", 0, false // a link names a file, never a path
+	}
+	return name, f.ByteOrder.Uint32(data[off:]), true
+}
+
+// openDebugFile opens the candidate debug file at path for the binary f
+// (read from self). It returns nil when the file is missing, is self, is
+// not ELF of f's class and machine, has another build ID than buildID,
+// or (when wantCRC is not nil) has another CRC-32 (IEEE, over the whole
+// file, as gdb computes it).
+func openDebugFile(path string, f *elf.File, buildID string, self io.ReaderAt, wantCRC *uint32) (d *debugFile) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			d = nil // debug/elf panicked on a corrupt file
+		}
+		if d == nil {
+			file.Close()
+		}
+	}()
+	st, err := file.Stat()
+	if err != nil || !st.Mode().IsRegular() || sameFile(self, st) {
+		return nil
+	}
+	if wantCRC != nil {
+		h := crc32.NewIEEE()
+		if _, err := io.Copy(h, file); err != nil || h.Sum32() != *wantCRC {
+			return nil
+		}
+	}
+	ef, err := elf.NewFile(file)
+	if err != nil || ef.Class != f.Class || ef.Machine != f.Machine {
+		return nil
+	}
+	if id := sectionsBuildID(ef); buildID != "" && id != "" && id != buildID {
+		return nil
+	}
+	return &debugFile{path: path, file: file, elf: ef}
+}
+
+// sameFile reports whether self is an *os.File of the file st describes.
+func sameFile(self io.ReaderAt, st os.FileInfo) bool {
+	of, ok := self.(*os.File)
+	if !ok {
+		return false
+	}
+	ost, err := of.Stat()
+	return err == nil && os.SameFile(ost, st)
+}
+
+// hasDWARF reports whether f holds DWARF debug information.
+func hasDWARF(f *elf.File) bool {
+	for _, name := range []string{".debug_info", ".zdebug_info"} {
+		if s := f.Section(name); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,67 @@
+package symbolize
+
+import "debug/elf"
+
+// SourceLine is one function activation at a machine-code address, from
+// DWARF or .gopclntab.
+type SourceLine struct {
+	// Function is the display name (demangled from DW_AT_linkage_name
+	// when there is one, else DW_AT_name); "" when the debug information
+	// does not name it.
+	Function string
+	// SystemName is the name as it stands in the debug information
+	// (mangled for C++ and Rust); equal to Function for C and Go.
+	SystemName string
+	// File is the source file as the debug information records it,
+	// joined to its directory and, for DWARF 4 and older, the compilation
+	// directory; it may be relative when the producer remapped those
+	// (-fdebug-prefix-map, as distributions build). "" when unknown.
+	File string
+	// Line is the 1-based source line; 0 when unknown.
+	Line int
+}
+
+// lineSource maps ELF virtual addresses to source lines.
+type lineSource interface {
+	// lines returns the source lines of elfAddr, innermost first, or nil.
+	lines(elfAddr uint64) []SourceLine
+}
+
+// Lines returns the source lines of the ELF virtual address elfAddr,
+// innermost first, in the order of pprof's Location.Line: one entry for
+// each function inlined at elfAddr, the innermost with the line being
+// executed and each outer one with the line of its call to the previous
+// (DW_AT_call_file, DW_AT_call_line), then the physical function last.
+// Without inlining there is one entry. Lines are read from DWARF (in the
+// binary or its separate debug file), else from .gopclntab (no inlining),
+// one compilation unit at a time, and cached. The result is nil when the
+// binary has no line information for elfAddr, including when it is
+// corrupt; the slice is new and owned by the caller.
+func (b *Binary) Lines(elfAddr uint64) []SourceLine {
+	if b.lines == nil {
+		return nil
+	}
+	return b.lines.lines(elfAddr)
+}
+
+// readLines sets b.lines from the DWARF of f, else from that of the
+// separate debug file dbg (then setting b.debugFile), else from f's
+// .gopclntab (gt).
+func (b *Binary) readLines(f *elf.File, dbg *debugFile, gt *goTable) {
+	if hasDWARF(f) {
+		if d := loadDWARF(f); d != nil {
+			b.lines = newDWARFLines(d)
+			return
+		}
+	}
+	if dbg != nil && hasDWARF(dbg.elf) {
+		if d := loadDWARF(dbg.elf); d != nil {
+			b.lines = newDWARFLines(d)
+			b.debugFile = dbg.path
+			return
+		}
+	}
+	if tab := gt.get(); tab != nil {
+		b.lines = goLines{tab}
+	}
+}
