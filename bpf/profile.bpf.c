@@ -26,6 +26,7 @@
 // Record flags (attach.Flag*).
 #define FLAG_KSTACK_ERR 1 // bpf_get_stack failed for the kernel stack
 #define FLAG_USTACK_ERR 2 // bpf_get_stack failed for the user stack
+#define FLAG_EXIT 4       // not a sample: process tgid exited (no stacks)
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -62,6 +63,7 @@ const volatile __u8 filter_cgroup = 0; // 1: only tasks in cgroup_id or below
 const volatile __u64 cgroup_id = 0;    // the cgroup v2 id to keep
 const volatile __u32 cgroup_level = 0; // its depth below the root (root = 0)
 const volatile __u64 tp_period = 1;    // tracepoints: keep every Nth hit
+const volatile __u8 report_exits = 0;  // 1: send a FLAG_EXIT record per exit
 const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
 const volatile __u8 follow_forks = 1;  // 1: add children of targets
 const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
@@ -262,6 +264,35 @@ int BPF_PROG(start_at_exec, struct task_struct *p)
 	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 	if (v && *v == TARGET_AT_EXEC)
 		*v = TARGET_ON;
+	return 0;
+}
+
+// report_exit tells the reader that a process (thread group) ended, so
+// that it can drop what it caches about it once its last samples are in.
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(report_exit, struct task_struct *p)
+{
+	if (!report_exits || p->pid != p->tgid)
+		return 0;
+	__u32 tgid = p->tgid;
+	if (!keep(tgid, tgid))
+		return 0;
+	struct sample *s;
+	__u32 zero = 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	s->time_ns = bpf_ktime_get_ns();
+	s->period = 0;
+	s->cgroup_id = 0;
+	s->tgid = tgid;
+	s->tid = tgid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->flags = FLAG_EXIT;
+	s->kstack_len = 0;
+	s->ustack_len = 0;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	bpf_ringbuf_output(&events, s, __builtin_offsetof(struct sample, ips), BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

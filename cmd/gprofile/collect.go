@@ -13,18 +13,21 @@ import (
 
 // collector turns samples into aggregated, symbolized stacks. Each unique
 // raw stack of a process is symbolized once, when first seen (so a process
-// that exits later keeps its names); after that a sample costs one map
-// lookup keyed by its raw bytes.
+// that exits later keeps its names); after that a sample costs two map
+// lookups, the second keyed by the raw IPs. When a process exits, what is
+// cached about it (its stack memo here, its maps and address caches in the
+// symbolizer) is dropped evictDelay later, once its last samples are in.
 type collector struct {
 	sym     *symbolize.Symbolizer
 	agg     *output.Aggregator
-	stream  streamer                    // per-sample writer, or nil
-	stacks  map[string]*symbolize.Stack // pid + raw IPs -> symbolized stack
-	comms   map[string]string           // interned comm strings
-	key     []byte                      // reused key buffer
-	tid     bool                        // aggregate by thread (tid label)
-	cpu     bool                        // aggregate by CPU (cpu label)
-	wall0   time.Time                   // wall time at CLOCK_MONOTONIC 0
+	stream  streamer                               // per-sample writer, or nil
+	stacks  map[uint32]map[string]*symbolize.Stack // pid -> raw IPs -> stack
+	exited  []exited                               // processes to evict, oldest first
+	comms   map[string]string                      // interned comm strings
+	key     []byte                                 // reused key buffer
+	tid     bool                                   // aggregate by thread (tid label)
+	cpu     bool                                   // aggregate by CPU (cpu label)
+	wall0   time.Time                              // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	err     error // first error of the stream writer
 }
@@ -34,7 +37,7 @@ func newCollector(sym *symbolize.Symbolizer, labels []string, stream streamer) *
 		sym:    sym,
 		agg:    output.NewAggregator(),
 		stream: stream,
-		stacks: map[string]*symbolize.Stack{},
+		stacks: map[uint32]map[string]*symbolize.Stack{},
 		comms:  map[string]string{},
 		tid:    slices.Contains(labels, output.LabelTID),
 		cpu:    slices.Contains(labels, output.LabelCPU),
@@ -53,12 +56,28 @@ func monotonicEpoch() time.Time {
 	return now.Add(-time.Duration(ts.Nano()))
 }
 
+// evictDelay is how long after its exit a process's caches stay, for
+// samples of its other threads still in flight on other CPUs.
+const evictDelay = 2 * time.Second
+
+// exited is a process that ended at a CLOCK_MONOTONIC time (ns).
+type exited struct {
+	pid    uint32
+	timeNs uint64
+}
+
 // add is the per-sample hot path. Every sample weighs its period: ns for
 // cpu-clock, events for the others.
 func (c *collector) add(s *attach.Sample) {
+	if s.Flags&attach.FlagProcessExit != 0 {
+		c.exited = append(c.exited, exited{s.PID, s.TimeNs})
+		return
+	}
+	if len(c.exited) > 0 && s.TimeNs > c.exited[0].timeNs+uint64(evictDelay) {
+		c.evict(s.TimeNs)
+	}
 	c.samples++
-	k := binary.NativeEndian.AppendUint32(c.key[:0], s.PID)
-	k = binary.NativeEndian.AppendUint16(k, uint16(len(s.KernelIPs)))
+	k := binary.NativeEndian.AppendUint16(c.key[:0], uint16(len(s.KernelIPs)))
 	for _, ip := range s.KernelIPs {
 		k = binary.NativeEndian.AppendUint64(k, ip)
 	}
@@ -66,10 +85,15 @@ func (c *collector) add(s *attach.Sample) {
 		k = binary.NativeEndian.AppendUint64(k, ip)
 	}
 	c.key = k
-	st, ok := c.stacks[string(k)]
+	memo := c.stacks[s.PID]
+	if memo == nil {
+		memo = map[string]*symbolize.Stack{}
+		c.stacks[s.PID] = memo
+	}
+	st, ok := memo[string(k)]
 	if !ok {
 		st = c.sym.Stack(s.PID, s.KernelIPs, s.UserIPs)
-		c.stacks[string(k)] = st
+		memo[string(k)] = st
 	}
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
@@ -88,4 +112,17 @@ func (c *collector) add(s *attach.Sample) {
 		m := output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
 		c.err = c.stream.WriteSample(m, st)
 	}
+}
+
+// evict drops the caches of processes that exited evictDelay before now
+// (CLOCK_MONOTONIC ns). The aggregated samples keep their stacks.
+func (c *collector) evict(now uint64) {
+	n := 0
+	for n < len(c.exited) && now > c.exited[n].timeNs+uint64(evictDelay) {
+		pid := c.exited[n].pid
+		delete(c.stacks, pid)
+		c.sym.Forget(pid)
+		n++
+	}
+	c.exited = append(c.exited[:0], c.exited[n:]...)
 }

@@ -98,7 +98,7 @@ func run(o *options) (int, error) {
 // everything that can be checked before anything is opened: privileges,
 // the event, frequency or period, CPUs, pids, tids and the cgroup.
 func sampleConfig(o *options) (attach.Config, error) {
-	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, RingBytes: o.ringSize, Log: os.Stderr}
+	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, RingBytes: o.ringSize, ReportExits: true, Log: os.Stderr}
 	if o.verbose {
 		cfg.Verbose = os.Stderr
 	}

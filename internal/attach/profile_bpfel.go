@@ -41,6 +41,7 @@ const (
 	profileProgFollowFork  = "follow_fork"
 	profileProgProfile     = "profile"
 	profileProgProfileTp   = "profile_tp"
+	profileProgReportExit  = "report_exit"
 	profileProgStartAtExec = "start_at_exec"
 	profileVarCgroupId     = "cgroup_id"
 	profileVarCgroupLevel  = "cgroup_level"
@@ -49,6 +50,7 @@ const (
 	profileVarFilterTid    = "filter_tid"
 	profileVarFollowForks  = "follow_forks"
 	profileVarIncludeIdle  = "include_idle"
+	profileVarReportExits  = "report_exits"
 	profileVarTpPeriod     = "tp_period"
 	profileVarUnusedSample = "unused_sample"
 	profileVarWakeupBytes  = "wakeup_bytes"
@@ -99,6 +101,7 @@ type profileProgramSpecs struct {
 	FollowFork  *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	Profile     *ebpf.ProgramSpec `ebpf:"profile"`
 	ProfileTp   *ebpf.ProgramSpec `ebpf:"profile_tp"`
+	ReportExit  *ebpf.ProgramSpec `ebpf:"report_exit"`
 	StartAtExec *ebpf.ProgramSpec `ebpf:"start_at_exec"`
 }
 
@@ -125,6 +128,7 @@ type profileVariableSpecs struct {
 	FilterTid    *ebpf.VariableSpec `ebpf:"filter_tid"`
 	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
 	IncludeIdle  *ebpf.VariableSpec `ebpf:"include_idle"`
+	ReportExits  *ebpf.VariableSpec `ebpf:"report_exits"`
 	TpPeriod     *ebpf.VariableSpec `ebpf:"tp_period"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
 	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -180,6 +184,7 @@ type profileVariables struct {
 	FilterTid    *ebpf.Variable `ebpf:"filter_tid"`
 	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
 	IncludeIdle  *ebpf.Variable `ebpf:"include_idle"`
+	ReportExits  *ebpf.Variable `ebpf:"report_exits"`
 	TpPeriod     *ebpf.Variable `ebpf:"tp_period"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
 	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
@@ -192,6 +197,7 @@ type profilePrograms struct {
 	FollowFork  *ebpf.Program `ebpf:"follow_fork"`
 	Profile     *ebpf.Program `ebpf:"profile"`
 	ProfileTp   *ebpf.Program `ebpf:"profile_tp"`
+	ReportExit  *ebpf.Program `ebpf:"report_exit"`
 	StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
 }
 
@@ -200,6 +206,7 @@ func (p *profilePrograms) Close() error {
 		p.FollowFork,
 		p.Profile,
 		p.ProfileTp,
+		p.ReportExit,
 		p.StartAtExec,
 	)
 }

@@ -14,6 +14,9 @@ const MaxStackDepth = 127
 const (
 	FlagKernelStackError = 1 << 0 // bpf_get_stack failed for the kernel stack
 	FlagUserStackError   = 1 << 1 // bpf_get_stack failed for the user stack
+	// FlagProcessExit marks a record that is not a sample: process PID
+	// ended at TimeNs (Config.ReportExits). It has no stacks.
+	FlagProcessExit = 1 << 2
 )
 
 // Offsets of struct sample in bpf/profile.bpf.c; TestRecordLayout checks

@@ -24,6 +24,9 @@ type Config struct {
 	// PIDs restricts sampling to these processes (tgids) and the processes
 	// they fork while sampling runs; nil samples every process.
 	PIDs []uint32
+	// ReportExits asks for a Sample with FlagProcessExit when a process
+	// (thread group) ends, so that caches about it can be dropped.
+	ReportExits bool
 	// AtExec delays sampling of PIDs until each one's next exec completes
 	// (as perf's enable_on_exec), for a command started by gprofile.
 	AtExec bool
@@ -175,6 +178,7 @@ func (s *Sampler) load() error {
 		"follow_forks": boolByte(s.cfg.PIDs != nil),
 		"wakeup_bytes": uint64(s.ringBytes / 4),
 		"tp_period":    max(s.cfg.Period, 1),
+		"report_exits": boolByte(s.cfg.ReportExits),
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
 		consts["filter_cgroup"] = uint8(1)
@@ -196,7 +200,7 @@ func (s *Sampler) load() error {
 		}
 	}
 	if s.cfg.PIDs == nil {
-		return nil
+		return s.attachTracing(spec)
 	}
 	state := uint8(targetOn)
 	if s.cfg.AtExec {
@@ -224,37 +228,51 @@ func (s *Sampler) loadError(err error) error {
 	return permissionError("load BPF program", err)
 }
 
-// attachTracing loads and attaches the programs that follow target
-// processes: sched_process_fork adds children of targets to the map, and
-// sched_process_exec turns on a target waiting for its exec. Without
-// kernel BTF forks are only not followed (a note says so), but AtExec
-// cannot work and is an error.
+// attachTracing loads and attaches the BTF tracepoint programs: with
+// target pids, sched_process_fork adds children of targets to the map and
+// sched_process_exec turns on a target waiting for its exec; with
+// ReportExits, sched_process_exit reports ended processes. Without kernel
+// BTF a note says what does not work; only AtExec makes that an error.
 func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
+	if s.cfg.PIDs == nil && !s.cfg.ReportExits {
+		return nil
+	}
 	var progs struct {
 		FollowFork  *ebpf.Program `ebpf:"follow_fork"`
 		StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
+		ReportExit  *ebpf.Program `ebpf:"report_exit"`
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"targets": s.objs.Targets, "counters": s.objs.Counters,
 		"events": s.objs.Events, "scratch": s.objs.Scratch,
 		"target_tids": s.objs.TargetTIDs, "tp_hits": s.objs.TPHits,
 	}}
-	err := spec.LoadAndAssign(&progs, opts)
-	if err == nil {
-		defer progs.FollowFork.Close()
-		defer progs.StartAtExec.Close()
-		err = s.attachTracingProg(progs.FollowFork, "sched_process_fork")
+	if err := spec.LoadAndAssign(&progs, opts); err != nil {
+		if s.cfg.AtExec {
+			return fmt.Errorf("load BTF tracepoint programs (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
+		}
+		s.logf("gprofile: cannot follow forks and exits without kernel BTF (%v)\n", err)
+		return nil
 	}
-	if err != nil {
+	defer progs.FollowFork.Close()
+	defer progs.StartAtExec.Close()
+	defer progs.ReportExit.Close()
+	if s.cfg.ReportExits {
+		if err := s.attachTracingProg(progs.ReportExit, "sched_process_exit"); err != nil {
+			s.logf("gprofile: exits of processes are not reported (%v)\n", err)
+		}
+	}
+	if s.cfg.PIDs == nil {
+		return nil
+	}
+	if err := s.attachTracingProg(progs.FollowFork, "sched_process_fork"); err != nil {
 		s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
 	}
-	if s.cfg.AtExec {
-		if err == nil {
-			err = s.attachTracingProg(progs.StartAtExec, "sched_process_exec")
-		}
-		if err != nil {
-			return fmt.Errorf("attach sched_process_exec (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
-		}
+	if !s.cfg.AtExec {
+		return nil
+	}
+	if err := s.attachTracingProg(progs.StartAtExec, "sched_process_exec"); err != nil {
+		return fmt.Errorf("attach sched_process_exec (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
 	}
 	return nil
 }

@@ -128,3 +128,39 @@ func TestOpenBadRingSize(t *testing.T) {
 		t.Error("opened a 5000-byte ring buffer")
 	}
 }
+
+// TestSamplerReportsExits: with ReportExits, a process that ends yields a
+// FlagProcessExit record with its pid and no stacks.
+func TestSamplerReportsExits(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, ReportExits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	found := false
+	err = s.Run(ctx, func(smp *Sample) {
+		if smp.Flags&FlagProcessExit != 0 && smp.PID == pid {
+			found = true
+			if len(smp.KernelIPs)+len(smp.UserIPs) != 0 || string(smp.Comm) != "true" {
+				t.Errorf("exit record with stacks %x %x, comm %q", smp.KernelIPs, smp.UserIPs, smp.Comm)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Errorf("no exit record for pid %d", pid)
+	}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/symbolize"
+)
+
+// TestCollectorEvictsExited: a process's stack memo is dropped evictDelay
+// after its exit record, not before, and its samples stay aggregated.
+func TestCollectorEvictsExited(t *testing.T) {
+	sym, err := symbolize.New(symbolize.Options{ProcRoot: t.TempDir(), KallsymsPath: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector(sym, nil, nil)
+	sec := uint64(time.Second)
+	sample := func(pid uint32, at uint64, flags uint32) *attach.Sample {
+		return &attach.Sample{PID: pid, TID: pid, TimeNs: at, Period: 1, Flags: flags, Comm: []byte("w"), UserIPs: []uint64{0x1000}}
+	}
+	c.add(sample(7, 1*sec, 0))
+	c.add(sample(8, 1*sec, 0))
+	c.add(sample(7, 2*sec, attach.FlagProcessExit))
+	c.add(sample(8, 3*sec, 0)) // 1 s after the exit: kept
+	if c.stacks[7] == nil {
+		t.Fatal("pid 7 evicted before evictDelay")
+	}
+	c.add(sample(8, 2*sec+uint64(evictDelay)+1, 0))
+	if c.stacks[7] != nil || c.stacks[8] == nil || len(c.exited) != 0 {
+		t.Errorf("after evictDelay: memo of 7 %v, of 8 %v, pending %v", c.stacks[7] != nil, c.stacks[8] != nil, c.exited)
+	}
+	if n, _ := c.agg.Total(); n != 4 || c.samples != 4 {
+		t.Errorf("aggregated %d samples, counted %d; want 4 (the exit record is no sample)", n, c.samples)
+	}
+}
