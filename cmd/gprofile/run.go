@@ -102,6 +102,9 @@ func sampleConfig(o *options) (attach.Config, error) {
 	if o.verbose {
 		cfg.Verbose = os.Stderr
 	}
+	if o.quiet {
+		cfg.Log = io.Discard
+	}
 	if err := attach.CheckPrivileges(); err != nil {
 		return cfg, err
 	}
