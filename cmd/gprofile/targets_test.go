@@ -114,14 +114,17 @@ func TestThreadFilter(t *testing.T) {
 	if m == nil {
 		t.Fatalf("workload said %q", line[:n])
 	}
+	cpu := testutil.StartCPU(t, strconv.Itoa(cmd.Process.Pid)+"/task/"+string(m[2]))
 	out, _, code := runGprofile(t, "-E", "-f", "499", "-d", "1.5", "-t", string(m[2]))
+	want := cpu.ExpectedSamples(499, 1500*time.Millisecond)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	b, total := samplesWith(t, out, "thread_b_outer", "thread_b_spin")
 	a, _ := samplesWith(t, out, "thread_a_spin")
-	if a != 0 || b < 200 || b*10 < total*9 {
-		t.Errorf("-t tid_b: %d samples of thread b, %d of thread a, %d in all\n%s", b, a, total, out)
+	if a != 0 || float64(b) < 0.8*want || want < 50 || b*10 < total*9 {
+		t.Errorf("-t tid_b: %d samples of thread b (%.0f expected from its CPU time), %d of thread a, %d in all\n%s",
+			b, want, a, total, out)
 	}
 }
 
@@ -159,14 +162,16 @@ func TestCgroupFilter(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(inside.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	cpu := testutil.StartCPU(t, strconv.Itoa(inside.Process.Pid))
 	out, _, code := runGprofile(t, "-E", "-f", "499", "-d", "1.5", "--cgroup", filepath.Base(dir))
+	want := cpu.ExpectedSamples(499, 1500*time.Millisecond)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	with, total := samplesWith(t, out, "chain_a", "chain_c")
-	// Three spinning threads share 2 CPUs: ~1/3 of 2 CPUs for the chain.
-	if with < 100 || with*10 < total*9 {
-		t.Errorf("--cgroup: %d of %d samples from the workload inside\n%s", with, total, out)
+	if float64(with) < 0.8*want || want < 50 || with*10 < total*9 {
+		t.Errorf("--cgroup: %d of %d samples from the workload inside, %.0f expected from its CPU time\n%s",
+			with, total, want, out)
 	}
 	if bytes.Contains(out, []byte("thread_a_spin")) {
 		t.Errorf("samples of a process outside the cgroup:\n%s", out)
