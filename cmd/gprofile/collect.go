@@ -27,6 +27,7 @@ type collector struct {
 	key     []byte                                 // reused key buffer
 	tid     bool                                   // aggregate by thread (tid label)
 	cpu     bool                                   // aggregate by CPU (cpu label)
+	cgroups *attach.CgroupNames                    // names cgroups (cgroup label), or nil
 	wall0   time.Time                              // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	err     error // first error of the stream writer
@@ -106,6 +107,9 @@ func (c *collector) add(s *attach.Sample) {
 	}
 	if c.cpu {
 		key.CPU = s.CPU
+	}
+	if c.cgroups != nil {
+		key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
 	c.agg.AddSample(key, st, int64(s.Period))
 	if c.stream != nil && c.err == nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/output"
 )
 
 // options are the parsed command line.
@@ -32,6 +34,8 @@ type options struct {
 	format   string   // one of formats, from --format, -E or -o
 	labels   []string // pprof labels (--labels)
 	quiet    bool
+	perPID   bool     // folded: comm-PID
+	perTID   bool     // folded: comm-PID/TID
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
@@ -83,7 +87,10 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.cgroup, "cgroup", "", "profile only tasks in this cgroup v2 `path` or below (system.slice/x.service)")
 	fs.IntVar(&o.ringSize, "ring-size", 0, "BPF ring buffer size in `bytes` (a power of two, at least a page); default from -f and the CPUs")
 	formatFlag := fs.String("format", "", "output `format`: pprof, folded, text (per sample), json (JSON Lines), html (flame graph); default from -o's extension")
-	labelsFlag := fs.String("labels", "pid,comm", "pprof sample `labels`: a comma-separated subset of pid, tid, comm, cpu (more labels, more samples)")
+	labelsFlag := fs.String("labels", "pid,comm", "pprof sample `labels`: a comma-separated subset of pid, tid, comm, cpu, cgroup (more labels, more samples)")
+	cgroupLabels := fs.Bool("cgroup-labels", false, "add the cgroup label (the task's cgroup v2 path) to every sample")
+	fs.BoolVar(&o.perPID, "per-pid", false, "folded: write the first frame as comm-PID")
+	fs.BoolVar(&o.perTID, "per-thread", false, "folded: write the first frame as comm-PID/TID")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: no status line, top table or summary on stderr")
 	fs.BoolVar(&o.list, "l", false, "list the events available on this machine and exit")
 	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")
@@ -120,6 +127,9 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	o.folded = o.format == formatFolded
 	if o.labels, err = parseLabels(*labelsFlag); err != nil {
 		return nil, err
+	}
+	if *cgroupLabels && !slices.Contains(o.labels, output.LabelCgroup) {
+		o.labels = append(o.labels, output.LabelCgroup)
 	}
 	return o, nil
 }
@@ -190,7 +200,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			left += " " + name
 		}
 		def := ""
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "[]" {
+		if !slices.Contains([]string{"", "false", "0", "0s", "[]"}, f.DefValue) {
 			def = " (default " + f.DefValue + ")"
 		}
 		fmt.Fprintf(w, "  %-22s %s%s\n", left, usage, def)

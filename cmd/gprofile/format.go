@@ -64,8 +64,8 @@ func newStreamer(format string, bw *bufio.Writer) streamer {
 	return nil
 }
 
-// parseLabels checks --labels: a comma-separated subset of pid, tid, comm
-// and cpu.
+// parseLabels checks --labels: a comma-separated subset of pid, tid,
+// comm, cpu and cgroup.
 func parseLabels(s string) ([]string, error) {
 	if s == "" {
 		return []string{}, nil
@@ -73,9 +73,9 @@ func parseLabels(s string) ([]string, error) {
 	labels := strings.Split(s, ",")
 	for _, l := range labels {
 		switch l {
-		case output.LabelPID, output.LabelTID, output.LabelComm, output.LabelCPU:
+		case output.LabelPID, output.LabelTID, output.LabelComm, output.LabelCPU, output.LabelCgroup:
 		default:
-			return nil, fmt.Errorf("unknown label %q in --labels (use pid, tid, comm, cpu)", l)
+			return nil, fmt.Errorf("unknown label %q in --labels (use pid, tid, comm, cpu, cgroup)", l)
 		}
 	}
 	return labels, nil

@@ -65,6 +65,12 @@ func run(o *options) (int, error) {
 	defer stop()
 	bw := bufio.NewWriterSize(out.writer(), 1<<16)
 	c := newCollector(sym, o.labels, newStreamer(o.format, bw))
+	c.tid = c.tid || o.perTID
+	if slices.Contains(o.labels, output.LabelCgroup) {
+		if c.cgroups, err = attach.NewCgroupNames(); err != nil {
+			return 1, err
+		}
+	}
 	start := time.Now()
 	if kid != nil {
 		if err := kid.start(); err != nil {
@@ -219,7 +225,7 @@ func writeProfile(o *options, out *outFile, bw *bufio.Writer, c *collector, s *a
 	if err == nil {
 		switch o.format {
 		case formatFolded:
-			err = output.WriteFolded(bw, c.agg.Samples())
+			err = output.WriteFoldedOptions(bw, c.agg.Samples(), output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID})
 		case formatHTML:
 			title := fmt.Sprintf("gprofile: %s, %d samples, %.1f s", s.Event().Name, c.samples, elapsed.Seconds())
 			err = output.WriteFlameHTML(bw, c.agg.Samples(), title)

@@ -176,6 +176,27 @@ func TestCgroupFilter(t *testing.T) {
 	if bytes.Contains(out, []byte("thread_a_spin")) {
 		t.Errorf("samples of a process outside the cgroup:\n%s", out)
 	}
+
+	// Whole system with --cgroup-labels: the chain's samples carry the
+	// cgroup's path, the other workload's do not.
+	path := filepath.Join(t.TempDir(), "cg.pb.gz")
+	if _, _, code := runGprofile(t, "-f", "199", "-d", "1", "--cgroup-labels", "-o", path); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	cgPath := "/" + filepath.Base(dir)
+	labeled, mislabeled := 0, 0
+	for _, s := range parseProfile(t, path).Sample {
+		cg := s.Label["cgroup"]
+		switch pid := s.NumLabel["pid"][0]; {
+		case pid == int64(inside.Process.Pid) && len(cg) == 1 && cg[0] == cgPath:
+			labeled++
+		case pid == int64(outside.Process.Pid) && len(cg) == 1 && cg[0] == cgPath:
+			mislabeled++
+		}
+	}
+	if labeled == 0 || mislabeled != 0 {
+		t.Errorf("cgroup label %s on %d samples of the workload inside, %d of the one outside", cgPath, labeled, mislabeled)
+	}
 }
 
 // TestBadTargets: bad -C, --cgroup and -e values fail before sampling.

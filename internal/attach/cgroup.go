@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,4 +123,58 @@ func cgroup2Mount(dir string) (string, error) {
 		return "", fmt.Errorf("%w: no cgroup2 mount holds %s", ErrNotCgroup2, dir)
 	}
 	return best, nil
+}
+
+// CgroupNames names cgroup v2 ids (Sample.CgroupID) by their path below
+// the cgroup2 mount, e.g. "/system.slice/ssh.service", walking the cgroup2
+// tree under Cgroup2Root. An unknown id triggers a new walk at most once a
+// second (cgroups come and go); ids still unknown after that are named "".
+// Not safe for concurrent use.
+type CgroupNames struct {
+	root     string
+	names    map[uint64]string
+	lastWalk time.Time
+}
+
+// NewCgroupNames finds the cgroup2 mount; the error wraps ErrNotCgroup2
+// when there is none.
+func NewCgroupNames() (*CgroupNames, error) {
+	root, err := Cgroup2Root()
+	if err != nil {
+		return nil, err
+	}
+	return &CgroupNames{root: root, names: map[uint64]string{}}, nil
+}
+
+// Name returns the path of cgroup id, "/" for the root, "" when unknown.
+func (c *CgroupNames) Name(id uint64) string {
+	if name, ok := c.names[id]; ok {
+		return name
+	}
+	if time.Since(c.lastWalk) >= time.Second {
+		c.walk()
+		if name, ok := c.names[id]; ok {
+			return name
+		}
+	}
+	c.names[id] = "" // until the next walk finds it
+	return ""
+}
+
+func (c *CgroupNames) walk() {
+	c.lastWalk = time.Now()
+	filepath.WalkDir(c.root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Stat(path, &st) == nil {
+			rel := strings.TrimPrefix(path, c.root)
+			if rel == "" {
+				rel = "/"
+			}
+			c.names[st.Ino] = rel
+		}
+		return nil
+	})
 }

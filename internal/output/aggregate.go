@@ -23,6 +23,9 @@ type Sample struct {
 	// Comm is the thread name (the kernel's comm, at most 15 bytes) at the
 	// time of the samples; "" when unknown.
 	Comm string
+	// Cgroup is the cgroup v2 path of the task (e.g.
+	// "/system.slice/ssh.service"); "" when not keyed by cgroup.
+	Cgroup string
 	// Stack is the symbolized stack, shared with every other Sample of the
 	// same stack; nil stands for an empty stack.
 	Stack *symbolize.Stack
@@ -40,6 +43,7 @@ type Sample struct {
 type SampleKey struct {
 	PID, TID, CPU uint32
 	Comm          string
+	Cgroup        string
 }
 
 // sampleKey identifies one Sample. The stack is compared by pointer: the
@@ -94,11 +98,12 @@ func (a *Aggregator) AddSample(key SampleKey, st *symbolize.Stack, nanos int64) 
 	}
 	a.index[k] = len(a.samples)
 	a.samples = append(a.samples, Sample{PID: key.PID, TID: key.TID, CPU: key.CPU, Comm: key.Comm,
-		Stack: st, Count: 1, Nanos: nanos})
+		Cgroup: key.Cgroup, Stack: st, Count: 1, Nanos: nanos})
 }
 
 // Samples returns a new slice with one Sample per distinct key and stack,
-// sorted by pid, then tid, then comm (byte order), then cpu, then stack
+// sorted by pid, then tid, then comm (byte order), then cpu, then cgroup,
+// then stack
 // (frame by frame from the leaf: address, then function name), so that the
 // order does not depend on the order the samples arrived in. The Stacks are
 // shared with the Aggregator and the caller.
@@ -131,6 +136,9 @@ func compareSamples(a, b Sample) int {
 		return c
 	}
 	if c := cmp.Compare(a.CPU, b.CPU); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Cgroup, b.Cgroup); c != 0 {
 		return c
 	}
 	return slices.CompareFunc(stackFrames(a.Stack), stackFrames(b.Stack), compareFrames)

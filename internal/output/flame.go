@@ -91,7 +91,7 @@ func flameTree(samples []Sample) *flameNode {
 			continue
 		}
 		root.Value += s.Count
-		line = appendFoldedStack(line[:0], s)
+		line = appendFoldedStack(line[:0], s, FoldedOptions{})
 		n := root
 		// Names hold no ';': appendFoldedStack replaces it.
 		for rest := line; len(rest) > 0; {

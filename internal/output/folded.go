@@ -34,10 +34,25 @@ const kernelSuffix = "_[k]"
 // the output of two runs can be compared with diff. Writes to w are
 // buffered; the error is the first one w returned.
 func WriteFolded(w io.Writer, samples []Sample) error {
+	return WriteFoldedOptions(w, samples, FoldedOptions{})
+}
+
+// FoldedOptions changes the first frame of folded stacks.
+type FoldedOptions struct {
+	// PerPID writes the first frame as comm-PID, so that processes with
+	// the same name stay apart.
+	PerPID bool
+	// PerThread writes it as comm-PID/TID; the samples must have been
+	// aggregated by thread (Aggregator.AddSample with TID set).
+	PerThread bool
+}
+
+// WriteFoldedOptions is WriteFolded with the first frame chosen by opts.
+func WriteFoldedOptions(w io.Writer, samples []Sample, opts FoldedOptions) error {
 	counts := make(map[string]int64)
 	var line []byte
 	for i := range samples {
-		line = appendFoldedStack(line[:0], &samples[i])
+		line = appendFoldedStack(line[:0], &samples[i], opts)
 		counts[string(line)] += samples[i].Count
 	}
 	lines := make([]string, 0, len(counts))
@@ -65,11 +80,17 @@ func WriteFolded(w io.Writer, samples []Sample) error {
 }
 
 // appendFoldedStack appends the folded line of s without its count.
-func appendFoldedStack(buf []byte, s *Sample) []byte {
+func appendFoldedStack(buf []byte, s *Sample, opts FoldedOptions) []byte {
 	if s.Comm == "" {
 		buf = append(buf, unknownName...)
 	} else {
 		buf = appendSanitized(buf, s.Comm)
+	}
+	switch {
+	case opts.PerThread:
+		buf = fmt.Appendf(buf, "-%d/%d", s.PID, s.TID)
+	case opts.PerPID:
+		buf = fmt.Appendf(buf, "-%d", s.PID)
 	}
 	frames := stackFrames(s.Stack)
 	// User part, then kernel part, each from its root (the end) to its leaf.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/symbolize"
@@ -116,6 +117,30 @@ func TestFoldedName(t *testing.T) {
 	} {
 		if got := FoldedName(&c.frame); got != c.want {
 			t.Errorf("FoldedName(%+v) = %q, want %q", c.frame, got, c.want)
+		}
+	}
+}
+
+func TestFoldedPerPIDAndThread(t *testing.T) {
+	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "work"}}}
+	a := NewAggregator()
+	a.AddSample(SampleKey{PID: 7, TID: 8, Comm: "app"}, st, 1)
+	a.AddSample(SampleKey{PID: 7, TID: 9, Comm: "app"}, st, 1)
+	a.AddSample(SampleKey{PID: 10, TID: 10, Comm: "app"}, st, 1)
+	for _, c := range []struct {
+		opts FoldedOptions
+		want string
+	}{
+		{FoldedOptions{}, "app;work 3\n"},
+		{FoldedOptions{PerPID: true}, "app-10;work 1\napp-7;work 2\n"},
+		{FoldedOptions{PerThread: true}, "app-10/10;work 1\napp-7/8;work 1\napp-7/9;work 1\n"},
+	} {
+		var b strings.Builder
+		if err := WriteFoldedOptions(&b, a.Samples(), c.opts); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != c.want {
+			t.Errorf("%+v: got\n%s\nwant\n%s", c.opts, b.String(), c.want)
 		}
 	}
 }

@@ -155,3 +155,21 @@ func TestPprofLabelsParse(t *testing.T) {
 		t.Errorf("labels %v", s.NumLabel)
 	}
 }
+
+func TestCgroupLabel(t *testing.T) {
+	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "work"}}}
+	a := NewAggregator()
+	a.AddSample(SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/a.service"}, st, 5)
+	a.AddSample(SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/b.service"}, st, 5)
+	p, err := BuildPprof(a.Samples(), Meta{Labels: []string{LabelComm, LabelCgroup}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range p.Sample {
+		got = append(got, s.Label[LabelCgroup]...)
+	}
+	if len(got) != 2 || got[0] != "/system.slice/a.service" || got[1] != "/system.slice/b.service" {
+		t.Errorf("cgroup labels %v", got)
+	}
+}

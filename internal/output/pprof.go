@@ -28,6 +28,9 @@ const (
 	// LabelCPU is the numeric label that holds the CPU a sample was taken
 	// on (Sample.CPU), written when Meta.Labels asks for it.
 	LabelCPU = "cpu"
+	// LabelCgroup is the string label that holds the cgroup v2 path of a
+	// sample's task (Sample.Cgroup), written when Meta.Labels asks for it.
+	LabelCgroup = "cgroup"
 	// KernelFile is the File of the kernel's mapping, as perf names it.
 	KernelFile = "[kernel.kallsyms]"
 )
@@ -51,7 +54,7 @@ type Meta struct {
 	// command line of the run.
 	Comments []string
 	// Labels names the labels every sample gets, among LabelPID,
-	// LabelTID, LabelComm and LabelCPU; nil means pid and comm, an empty
+	// LabelTID, LabelComm, LabelCPU and LabelCgroup; nil means pid and comm, an empty
 	// slice none. The tid and cpu labels hold Sample.TID and Sample.CPU,
 	// so the samples must have been aggregated by thread and CPU
 	// (Aggregator.AddSample) for them to mean anything.
@@ -59,7 +62,7 @@ type Meta struct {
 }
 
 // labelSet says which labels the samples of a profile get.
-type labelSet struct{ pid, tid, comm, cpu bool }
+type labelSet struct{ pid, tid, comm, cpu, cgroup bool }
 
 // parseLabels returns the labels names asks for (pid and comm for nil).
 func parseLabels(names []string) (labelSet, error) {
@@ -77,8 +80,10 @@ func parseLabels(names []string) (labelSet, error) {
 			ls.comm = true
 		case LabelCPU:
 			ls.cpu = true
+		case LabelCgroup:
+			ls.cgroup = true
 		default:
-			return ls, fmt.Errorf("unknown label %q (want %s, %s, %s or %s)", n, LabelPID, LabelTID, LabelComm, LabelCPU)
+			return ls, fmt.Errorf("unknown label %q (want %s, %s, %s, %s or %s)", n, LabelPID, LabelTID, LabelComm, LabelCPU, LabelCgroup)
 		}
 	}
 	return ls, nil
@@ -198,6 +203,12 @@ func (b *builder) sample(s *Sample) *profile.Sample {
 	}
 	if ls.comm && s.Comm != "" {
 		ps.Label = map[string][]string{LabelComm: {s.Comm}}
+	}
+	if ls.cgroup && s.Cgroup != "" {
+		if ps.Label == nil {
+			ps.Label = map[string][]string{}
+		}
+		ps.Label[LabelCgroup] = []string{s.Cgroup}
 	}
 	return ps
 }
