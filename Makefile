@@ -6,7 +6,10 @@ BIN     := bin/gprofile
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROFILE ?= gprofile.pb.gz
 
-.PHONY: all build run test generate check-generated lint check-layers clean
+FUZZTIME     ?= 30s
+SOAK_SECONDS ?= 600
+
+.PHONY: all build run test generate check-generated lint check-layers fuzz soak bench clean
 
 all: build
 
@@ -18,9 +21,20 @@ run: build
 	$(GO) tool pprof -top $(PROFILE) | head -30
 
 # Privileged tests need root; with GPROFILE_REQUIRE_PRIV=1 (CI) they fail
-# instead of skipping.
+# instead of skipping. -p 1: some tests change machine-wide settings
+# (kernel.kptr_restrict) that other packages' tests would see.
 test:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -p 1 ./...
+
+# Runs every fuzz target (func FuzzXxx) for FUZZTIME each; a failing input
+# is saved under the package's testdata/fuzz/ and fails the run.
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+# Whole-system profile for SOAK_SECONDS at 999 Hz under process churn;
+# fails when gprofile's RSS, fds or threads grow without bound (bench/SOAK.md).
+soak: build
+	$(SUDO) env GO=$$(command -v $(GO)) SOAK_SECONDS=$(SOAK_SECONDS) bench/soak.sh
 
 # Regenerates the BPF object and its Go bindings (needs clang, libbpf-dev).
 generate:

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Soak test: profile the whole system for SOAK_SECONDS at SOAK_HZ while
+# thousands of short-lived processes come and go, record gprofile's
+# resident memory, threads and open file descriptors every SOAK_EVERY
+# seconds, and fail when any of them grows without bound.
+#
+#   sudo bench/soak.sh                      # 600 s at 999 Hz
+#   sudo SOAK_SECONDS=120 bench/soak.sh     # a shorter run
+#
+# The churn: SOAK_WORKERS loops, each starting in turn
+#   - sh -c 'i=0; while [ $i -lt 20000 ]; ...'  (a shell that spins ~50 ms)
+#   - one of SOAK_BINS tiny C programs, each compiled separately (distinct
+#     build IDs and inodes), that spins 50 ms and exits
+#   - every SOAK_FRESH-th round (default 10; 0: never), a fresh copy of
+#     one of them (a new inode, deleted after it ran), as test binaries
+#     and `go run` produce
+# so gprofile sees new pids, new binaries and exited processes all along.
+#
+# Output, in SOAK_DIR (default: a new directory under /tmp, printed):
+#   soak.csv       t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks:
+#                  gprofile's VmRSS (RssAnon: heap; RssFile: mapped
+#                  files), VmHWM, threads, open fds, and the processes
+#                  started on the machine since the soak began
+#   soak.pb.gz     the profile gprofile wrote at SIGINT
+#   gprofile.err   gprofile's stderr (summary, unnamed-frame reasons)
+#
+# Verdict: the samples after SOAK_WARMUP seconds are cut in thirds; the
+# soak fails (exit 1) when the mean of the last third exceeds the first
+# third's by more than 50% and 20 MB of RSS, or by more than 20 fds or
+# 20 threads; or when gprofile dies, exits non-zero, or writes a profile
+# that `go tool pprof -top` cannot read. Needs root, gcc and go.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SOAK_SECONDS=${SOAK_SECONDS:-600}
+SOAK_HZ=${SOAK_HZ:-999}
+SOAK_EVERY=${SOAK_EVERY:-10}
+SOAK_WARMUP=${SOAK_WARMUP:-60}
+SOAK_WORKERS=${SOAK_WORKERS:-2}
+SOAK_BINS=${SOAK_BINS:-64}
+SOAK_FRESH=${SOAK_FRESH:-10}
+SOAK_DIR=${SOAK_DIR:-$(mktemp -d /tmp/gprofile-soak.XXXXXX)}
+GO=${GO:-go}
+
+if [ "$(id -u)" != 0 ]; then
+	echo "soak: needs root (BPF, perf events): sudo $0" >&2
+	exit 2
+fi
+if [ "$SOAK_WARMUP" -ge "$SOAK_SECONDS" ]; then
+	echo "soak: SOAK_WARMUP ($SOAK_WARMUP s) must be shorter than SOAK_SECONDS ($SOAK_SECONDS s)" >&2
+	exit 2
+fi
+mkdir -p "$SOAK_DIR/bins"
+echo "soak: ${SOAK_SECONDS}s at ${SOAK_HZ} Hz, $SOAK_WORKERS churn workers, $SOAK_BINS binaries, a fresh copy every ${SOAK_FRESH} rounds; output in $SOAK_DIR"
+
+# Everything started here dies with the script, whatever ends it.
+pids=()
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+$GO build -o "$SOAK_DIR/gprofile" ./cmd/gprofile
+
+# The tiny program: a known chain that spins for 50 ms and exits.
+cat >"$SOAK_DIR/tiny.c" <<'EOF'
+#include <time.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void tiny_spin(void)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 10000; i++)
+			sink = sink * 6364136223846793005UL + SEED;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 50000000L);
+}
+int main(void) { tiny_spin(); return 0; }
+EOF
+for i in $(seq 1 "$SOAK_BINS"); do
+	gcc -O1 -g -fno-omit-frame-pointer -DSEED="$i"UL -o "$SOAK_DIR/bins/tiny-$i" "$SOAK_DIR/tiny.c"
+done
+
+forks() { awk '/^processes/ {print $2}' /proc/stat; }
+
+churn() {
+	local w=$1 n=0 b fresh
+	set +e # a failed round must not end the worker
+	while :; do
+		n=$((n + 1))
+		sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'
+		b=$(((n * SOAK_WORKERS + w) % SOAK_BINS + 1))
+		"$SOAK_DIR/bins/tiny-$b"
+		if [ "$SOAK_FRESH" -gt 0 ] && [ $((n % SOAK_FRESH)) = 0 ]; then
+			fresh="$SOAK_DIR/bins/fresh-$w-$n"
+			cp "$SOAK_DIR/bins/tiny-$b" "$fresh"
+			"$fresh"
+			rm -f "$fresh"
+		fi
+	done
+}
+
+"$SOAK_DIR/gprofile" -f "$SOAK_HZ" -o "$SOAK_DIR/soak.pb.gz" 2>"$SOAK_DIR/gprofile.err" &
+gp=$!
+pids+=("$gp")
+sleep 1
+if ! kill -0 "$gp" 2>/dev/null; then
+	echo "soak: gprofile did not start:" >&2
+	cat "$SOAK_DIR/gprofile.err" >&2
+	exit 1
+fi
+forks0=$(forks)
+for w in $(seq 1 "$SOAK_WORKERS"); do
+	churn "$w" >/dev/null 2>&1 &
+	pids+=("$!")
+done
+
+csv="$SOAK_DIR/soak.csv"
+echo "t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks" >"$csv"
+start=$(date +%s)
+while :; do
+	now=$(date +%s)
+	t=$((now - start))
+	if ! status=$(cat "/proc/$gp/status" 2>/dev/null); then
+		echo "soak: gprofile (pid $gp) died at ${t}s:" >&2
+		cat "$SOAK_DIR/gprofile.err" >&2
+		exit 1
+	fi
+	rss=$(awk '/^VmRSS:/ {print $2}' <<<"$status")
+	anon=$(awk '/^RssAnon:/ {print $2}' <<<"$status")
+	file=$(awk '/^RssFile:/ {print $2}' <<<"$status")
+	hwm=$(awk '/^VmHWM:/ {print $2}' <<<"$status")
+	thr=$(awk '/^Threads:/ {print $2}' <<<"$status")
+	fds=$(find "/proc/$gp/fd" -mindepth 1 -maxdepth 1 | wc -l)
+	echo "$t,$rss,$anon,$file,$hwm,$thr,$fds,$(($(forks) - forks0))" >>"$csv"
+	[ "$t" -ge "$SOAK_SECONDS" ] && break
+	left=$((SOAK_EVERY - ($(date +%s) - now)))
+	if [ "$left" -gt 0 ]; then sleep "$left"; fi
+done
+
+# Stop the churn, then gprofile (SIGINT writes the profile).
+for p in "${pids[@]:1}"; do kill "$p" 2>/dev/null || true; done
+kill -INT "$gp"
+rc=0
+wait "$gp" || rc=$?
+pids=("${pids[@]:1}")
+tail -2 "$SOAK_DIR/gprofile.err"
+fail=0
+if [ "$rc" != 0 ]; then
+	echo "soak: FAIL: gprofile exited $rc" >&2
+	fail=1
+elif ! $GO tool pprof -symbolize=none -top "$SOAK_DIR/soak.pb.gz" >"$SOAK_DIR/top.txt" 2>&1; then
+	echo "soak: FAIL: go tool pprof -top cannot read the profile:" >&2
+	head -5 "$SOAK_DIR/top.txt" >&2
+	fail=1
+fi
+
+# Growth: the mean of the last third of the samples after warm-up against
+# the first third's.
+if ! awk -F, -v warm="$SOAK_WARMUP" '
+	NR > 1 && $1 >= warm { n++; t[n] = $1; rss[n] = $2; thr[n] = $6; fd[n] = $7 }
+	function mean(a, from, to,   s, i) { for (i = from; i <= to; i++) s += a[i]; return s / (to - from + 1) }
+	END {
+		if (n < 3) { print "soak: too few samples after warm-up"; exit 1 }
+		k = int(n / 3)
+		r0 = mean(rss, 1, k); r1 = mean(rss, n - k + 1, n)
+		f0 = mean(fd, 1, k); f1 = mean(fd, n - k + 1, n)
+		h0 = mean(thr, 1, k); h1 = mean(thr, n - k + 1, n)
+		printf "soak: RSS %.1f -> %.1f MB, fds %.1f -> %.1f, threads %.1f -> %.1f (means of the first and last third after %d s)\n",
+			r0 / 1024, r1 / 1024, f0, f1, h0, h1, warm
+		bad = 0
+		if (r1 > r0 * 1.5 && r1 - r0 > 20 * 1024) { print "soak: FAIL: RSS grew more than 50% and 20 MB"; bad = 1 }
+		if (f1 - f0 > 20) { print "soak: FAIL: open fds grew by more than 20"; bad = 1 }
+		if (h1 - h0 > 20) { print "soak: FAIL: threads grew by more than 20"; bad = 1 }
+		exit bad
+	}' "$csv"; then
+	fail=1
+fi
+echo "soak: $(($(wc -l <"$csv") - 1)) readings in $csv"
+if [ "$fail" = 0 ]; then
+	echo "soak: PASS"
+fi
+exit "$fail"

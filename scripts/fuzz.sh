@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Run every Go fuzz target (func FuzzXxx(*testing.F)) in the packages given
+# (default ./...) for FUZZTIME each (default 30s; any -fuzztime value, such
+# as 5s or 10000x). Targets run one at a time, each with its own seed
+# corpus (testdata/fuzz/FuzzXxx) and the cached corpus in $(go env GOCACHE).
+#
+#   scripts/fuzz.sh                        # every target, 30 s each
+#   FUZZTIME=5s scripts/fuzz.sh            # CI
+#   scripts/fuzz.sh ./internal/symbolize   # one package's targets
+#
+# Exits 1 when any target finds a failing input (go test writes it to the
+# package's testdata/fuzz/FuzzXxx/; fix the bug and commit the file as a
+# regression seed) or when no target is found; runs the other targets
+# first either way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-30s}
+[ $# -gt 0 ] || set -- ./...
+
+# `go test -list` prints each package's matching names, then its
+# "ok  <import path>" line.
+if ! list=$($GO test -list '^Fuzz' "$@"); then
+	echo "$list" >&2
+	echo "fuzz: go test -list failed" >&2
+	exit 1
+fi
+targets=()
+names=()
+while read -r first second _; do
+	case "$first" in
+	Fuzz*) names+=("$first") ;;
+	ok)
+		for n in "${names[@]}"; do targets+=("$second $n"); done
+		names=()
+		;;
+	esac
+done <<<"$list"
+if [ ${#targets[@]} = 0 ]; then
+	echo "fuzz: no fuzz targets in $*" >&2
+	exit 1
+fi
+
+echo "fuzz: ${#targets[@]} targets, $FUZZTIME each"
+failed=()
+for t in "${targets[@]}"; do
+	pkg=${t% *}
+	name=${t#* }
+	echo "fuzz: $name ($pkg)"
+	if ! $GO test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg"; then
+		failed+=("$name ($pkg)")
+	fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "fuzz: FAIL: ${failed[*]}; failing inputs are under each package's testdata/fuzz/" >&2
+	exit 1
+fi
+echo "fuzz: all ${#targets[@]} targets ran $FUZZTIME without a failure"
