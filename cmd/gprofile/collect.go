@@ -20,15 +20,17 @@ import (
 type collector struct {
 	sym     *symbolize.Symbolizer
 	agg     *output.Aggregator
-	stream  streamer                               // per-sample writer, or nil
-	stacks  map[uint32]map[string]*symbolize.Stack // pid -> raw IPs -> stack
-	exited  []exited                               // processes to evict, oldest first
-	comms   map[string]string                      // interned comm strings
-	key     []byte                                 // reused key buffer
-	tid     bool                                   // aggregate by thread (tid label)
-	cpu     bool                                   // aggregate by CPU (cpu label)
-	cgroups *attach.CgroupNames                    // names cgroups (cgroup label), or nil
-	wall0   time.Time                              // wall time at CLOCK_MONOTONIC 0
+	stream  streamer                         // per-sample writer, or nil
+	stacks  map[uint32]map[string]stackEntry // pid -> raw IPs -> stacks
+	canon   map[string]*symbolize.Stack      // content key -> shared stack (canon.go)
+	ckey    []byte                           // reused content key buffer
+	exited  []exited                         // processes to evict, oldest first
+	comms   map[string]string                // interned comm strings
+	key     []byte                           // reused key buffer
+	tid     bool                             // aggregate by thread (tid label)
+	cpu     bool                             // aggregate by CPU (cpu label)
+	cgroups *attach.CgroupNames              // names cgroups (cgroup label), or nil
+	wall0   time.Time                        // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	err     error // first error of the stream writer
 }
@@ -38,7 +40,8 @@ func newCollector(sym *symbolize.Symbolizer, labels []string, stream streamer) *
 		sym:    sym,
 		agg:    output.NewAggregator(),
 		stream: stream,
-		stacks: map[uint32]map[string]*symbolize.Stack{},
+		stacks: map[uint32]map[string]stackEntry{},
+		canon:  map[string]*symbolize.Stack{},
 		comms:  map[string]string{},
 		tid:    slices.Contains(labels, output.LabelTID),
 		cpu:    slices.Contains(labels, output.LabelCPU),
@@ -88,13 +91,14 @@ func (c *collector) add(s *attach.Sample) {
 	c.key = k
 	memo := c.stacks[s.PID]
 	if memo == nil {
-		memo = map[string]*symbolize.Stack{}
+		memo = map[string]stackEntry{}
 		c.stacks[s.PID] = memo
 	}
-	st, ok := memo[string(k)]
+	e, ok := memo[string(k)]
 	if !ok {
-		st = c.sym.Stack(s.PID, s.KernelIPs, s.UserIPs)
-		memo[string(k)] = st
+		e.st = trimJunk(c.sym.Stack(s.PID, s.KernelIPs, s.UserIPs))
+		e.canon = c.canonical(s.PID, e.st)
+		memo[string(k)] = e
 	}
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
@@ -111,10 +115,10 @@ func (c *collector) add(s *attach.Sample) {
 	if c.cgroups != nil {
 		key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
-	c.agg.AddSample(key, st, int64(s.Period))
+	c.agg.AddSample(key, e.canon, int64(s.Period))
 	if c.stream != nil && c.err == nil {
 		m := output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
-		c.err = c.stream.WriteSample(m, st)
+		c.err = c.stream.WriteSample(m, e.st)
 	}
 }
 

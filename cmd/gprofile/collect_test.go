@@ -36,3 +36,48 @@ func TestCollectorEvictsExited(t *testing.T) {
 		t.Errorf("aggregated %d samples, counted %d; want 4 (the exit record is no sample)", n, c.samples)
 	}
 }
+
+// TestCanonicalStacks: the same code of the same binary in two processes
+// (different load addresses) shares one stack; JIT code does not.
+func TestCanonicalStacks(t *testing.T) {
+	c := newCollector(nil, nil, nil)
+	lib := func(start uint64) *symbolize.Mapping {
+		return &symbolize.Mapping{Start: start, Limit: start + 0x1000, Offset: 0x2000, Path: "/lib/x.so", Device: 1, Inode: 2}
+	}
+	stack := func(m *symbolize.Mapping, off uint64) *symbolize.Stack {
+		return &symbolize.Stack{Frames: []symbolize.Frame{{Address: m.Start + off, Function: "f", Mapping: m}}}
+	}
+	a := c.canonical(1, stack(lib(0x10000), 0x10))
+	b := c.canonical(2, stack(lib(0x70000), 0x10))
+	if a != b {
+		t.Error("same binary, same offset, two pids: two stacks")
+	}
+	if c.canonical(2, stack(lib(0x70000), 0x20)) == a {
+		t.Error("another offset shares the stack")
+	}
+	anon := func(pid uint32) *symbolize.Stack {
+		m := &symbolize.Mapping{Start: 0x5000, Limit: 0x6000, Path: "[anon]"}
+		return c.canonical(pid, stack(m, 0x10))
+	}
+	if anon(1) == anon(2) {
+		t.Error("JIT code of two processes shares a stack")
+	}
+}
+
+func TestTrimJunk(t *testing.T) {
+	m := &symbolize.Mapping{Start: 0x1000, Limit: 0x2000, Path: "/bin/x"}
+	st := &symbolize.Stack{Frames: []symbolize.Frame{
+		{Address: 0xffffffff81000000, Function: "k", Kernel: true},
+		{Address: 0x1010, Function: "leaf", Mapping: m},
+		{Address: 0x99, Reason: symbolize.ReasonNoMapping},
+		{Address: 0x1234567, Reason: symbolize.ReasonNoMapping},
+		{Address: 0x1020, Function: "junk", Mapping: m},
+	}}
+	got := trimJunk(st)
+	if len(got.Frames) != 3 || got.Frames[2].Address != 0x99 || len(st.Frames) != 5 {
+		t.Errorf("trimmed to %d frames (%+v), original now %d", len(got.Frames), got.Frames, len(st.Frames))
+	}
+	if clean := (&symbolize.Stack{Frames: st.Frames[:2]}); trimJunk(clean) != clean {
+		t.Error("a stack without junk was copied")
+	}
+}
