@@ -2,15 +2,20 @@ package symbolize
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
+
+// maxPendingFiles caps the binaries held open, not yet read: opened when
+// a process that maps them is first seen, read at their first lookup.
+// Past it, binaries are opened at their first lookup only.
+const maxPendingFiles = 512
 
 // binKey identifies a file across processes and mount namespaces: device
 // and inode from /proc/PID/maps, and the path when the inode is 0.
@@ -19,12 +24,52 @@ type binKey struct {
 	path       string
 }
 
-// binEntry is a cached outcome of reading a binary: the Binary, or
-// ReasonBadELF (a property of the file). Open failures are not cached
-// here, since another process may be able to open the same file.
+// keyOf returns the cache key of the file behind e.
+func keyOf(e *MapsEntry) binKey {
+	key := binKey{dev: e.Device, inode: e.Inode}
+	if e.Inode == 0 {
+		key.path = e.Path
+	}
+	return key
+}
+
+// binEntry is a binary in the cache: opened (file set) and waiting for
+// its first lookup, or read: the Binary, or ReasonBadELF (a property of
+// the file). Open failures are not cached here, since another process
+// may be able to open the same file.
 type binEntry struct {
-	bin    *Binary
-	reason Reason
+	file    *os.File    // open, not read yet; nil once read
+	opts    LoadOptions // how to read it (its root is closed once read)
+	bin     *Binary
+	reason  Reason
+	buildID string // of a file that is not usable ELF, if its notes say
+}
+
+// isFilePath reports whether a maps path names a file that may be ELF:
+// an absolute path, but not a memfd or a SysV shared memory segment.
+func isFilePath(path string) bool {
+	return strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "/memfd:") && !strings.HasPrefix(path, "/SYSV")
+}
+
+// prepare opens the file of a mapping just found in p's maps, through
+// root (p's root, or nil), unless it is cached already or too many files
+// are open: so that the binary can still be read when the process has
+// exited or the file was deleted by the time its addresses are looked up.
+func (s *Symbolizer) prepare(p *process, m *procMapping, root *rootDir) {
+	e := &m.entry
+	if !isFilePath(e.Path) || s.pending >= maxPendingFiles {
+		return
+	}
+	key := keyOf(e)
+	if _, ok := s.bins[key]; ok {
+		return
+	}
+	f, opts, err := s.openMapped(p.pid, e, root)
+	if err != nil {
+		return // tried again at the first lookup, while the process lives
+	}
+	s.bins[key] = &binEntry{file: f, opts: opts}
+	s.pending++
 }
 
 // open fills in m from its file, on first use: the shared Mapping, the
@@ -39,8 +84,8 @@ func (s *Symbolizer) open(p *process, m *procMapping) {
 	switch {
 	case e.Path == "[vdso]":
 		m.bin, m.reason = s.vdsoFor(e), ReasonNoSymbol
-	case !strings.HasPrefix(e.Path, "/"):
-		m.reason = ReasonNoSymbol // anonymous memory, [vsyscall], [anon:...]
+	case !isFilePath(e.Path):
+		m.reason = ReasonNoSymbol // anonymous memory, [vsyscall], [anon:...], memfd
 	default:
 		m.bin, m.reason = s.binary(p.pid, e)
 	}
@@ -48,73 +93,188 @@ func (s *Symbolizer) open(p *process, m *procMapping) {
 		m.reason = ReasonNone
 		m.mapping.BuildID = m.bin.BuildID()
 		m.bias, m.biasOK = m.bin.Bias(e.Start, e.Offset)
+	} else if m.reason == ReasonBadELF {
+		m.mapping.BuildID = s.buildIDOf(e)
 	}
 }
 
-// binary returns the Binary of the file behind e, from the cache or read
-// through process pid's view of the file system.
+// binary returns the Binary of the file behind e, from the cache (read
+// now if it was only opened) or read through process pid's view of the
+// file system.
 func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*Binary, Reason) {
-	key := binKey{dev: e.Device, inode: e.Inode}
-	if e.Inode == 0 {
-		key.path = e.Path
+	key := keyOf(e)
+	be, ok := s.bins[key]
+	if !ok {
+		f, opts, err := s.openMapped(pid, e, nil)
+		if err != nil {
+			return nil, ReasonNoAccess
+		}
+		be = &binEntry{file: f, opts: opts}
+		s.bins[key] = be
+		s.pending++
 	}
-	if be, ok := s.bins[key]; ok {
-		return be.bin, be.reason
+	if be.file != nil {
+		s.load(be)
 	}
-	b, err := s.openBinary(pid, e)
+	return be.bin, be.reason
+}
+
+// buildIDOf returns the build ID the cache holds for the file of e when
+// it is not usable ELF (see fileBuildID), else "".
+func (s *Symbolizer) buildIDOf(e *MapsEntry) string {
+	if be := s.bins[keyOf(e)]; be != nil {
+		return be.buildID
+	}
+	return ""
+}
+
+// fileBuildID returns the GNU build ID of an ELF file that LoadBinary
+// refused (its symbol tables corrupt, say) when its headers and notes
+// can still be read, so that its frames can be symbolized later
+// elsewhere; "" otherwise.
+func fileBuildID(r io.ReaderAt) (id string) {
+	defer func() {
+		if recover() != nil {
+			id = ""
+		}
+	}()
+	f, _, err := openELF(r)
+	if err != nil {
+		return ""
+	}
+	return buildID(f)
+}
+
+// load reads the opened binary of be and closes its file. It releases
+// s.mu while it reads (0.3 s for libc with its debug file), so that
+// Observe goes on; only Stack loads, so no other load of be can start.
+func (s *Symbolizer) load(be *binEntry) {
+	s.mu.Unlock()
+	b, err := LoadBinary(be.file, be.opts)
+	if err != nil && errors.Is(err, ErrBadELF) {
+		be.buildID = fileBuildID(be.file)
+	}
+	s.mu.Lock()
+	s.release(be)
 	switch {
 	case err == nil:
-		s.bins[key] = &binEntry{bin: b}
-		return b, ReasonNone
+		be.bin = b
 	case errors.Is(err, ErrBadELF):
-		s.bins[key] = &binEntry{reason: ReasonBadELF}
-		return nil, ReasonBadELF
+		be.reason = ReasonBadELF
+	default:
+		be.reason = ReasonNoAccess
 	}
-	return nil, ReasonNoAccess
 }
 
-// openBinary reads the file behind e as process pid sees it: through
-// <ProcRoot>/PID/root/<path> (its mount namespace), or, when the file was
-// deleted or that path now holds another inode, through
-// <ProcRoot>/PID/map_files/<start>-<limit>. Its separate debug file is
-// looked for in the Symbolizer's DebugDirs (host paths) and, by
-// .gnu_debuglink, next to the binary in the process's mount namespace.
-// Errors wrap ErrBadELF when the file was opened but is not usable ELF.
-func (s *Symbolizer) openBinary(pid uint32, e *MapsEntry) (*Binary, error) {
-	paths := make([]string, 0, 2)
-	if !e.Deleted {
-		paths = append(paths, s.procPath(pid, "root")+e.Path)
+// release closes be's file and root.
+func (s *Symbolizer) release(be *binEntry) {
+	if be.file == nil {
+		return
 	}
-	paths = append(paths, s.procPath(pid, fmt.Sprintf("map_files/%x-%x", e.Start, e.Limit)))
-	load := LoadOptions{DebugDirs: s.debugDirs, OrigDir: filepath.Dir(e.Path)}
-	if !e.Deleted {
-		load.Dir = s.procPath(pid, "root") + load.OrigDir
-	}
+	be.file.Close()
+	be.opts.root.Close()
+	be.file, be.opts.root = nil, nil
+	s.pending--
+}
+
+// openMapped opens the file behind e as process pid sees it, never
+// blocking and only if it is a regular file: its path inside the
+// process's root (<ProcRoot>/PID/root, resolved there: a container's
+// symlinks stay in the container), unless the file was deleted or that
+// path now holds another inode; else <ProcRoot>/PID/map_files/<start>-<limit>
+// (the mapped file itself, deleted or not; needs CAP_SYS_ADMIN); else
+// <ProcRoot>/PID/exe when it is that inode. root is the process's root
+// if the caller has it open, else nil. The LoadOptions say where its
+// .gnu_debuglink file may be: next to it, inside the process's root.
+func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.File, LoadOptions, error) {
+	opts := LoadOptions{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path)}
 	var firstErr error
-	var other *os.File // opened, but not the inode of the mapping
-	for _, path := range paths {
-		f, err := os.Open(path)
+	if root == nil {
+		r, err := openRoot(s.procPath(pid, "root"))
 		if err != nil {
-			firstErr = cmp.Or(firstErr, err)
+			firstErr = err
+		} else {
+			root = r
+			defer root.Close()
+		}
+	}
+	if root != nil {
+		opts.root, _ = root.dup()
+	}
+	if opts.root == nil {
+		opts.Dir = ""
+	}
+	var other *os.File // opened by path, but another inode than the mapping's
+	for _, path := range pathCandidates(e) {
+		if root == nil {
+			break
+		}
+		f, err := root.open(path, maxBinaryBytes)
+		switch {
+		case err != nil:
+			firstErr = cmpErr(firstErr, err)
+		case sameInode(f, e.Inode):
+			if other != nil {
+				other.Close()
+			}
+			return f, opts, nil
+		case other == nil && !e.Deleted:
+			other = f
+		default:
+			f.Close()
+		}
+	}
+	for _, name := range []string{fmt.Sprintf("map_files/%x-%x", e.Start, e.Limit), "exe"} {
+		f, err := openRegular(s.procPath(pid, name), maxBinaryBytes)
+		if err != nil {
+			firstErr = cmpErr(firstErr, err)
 			continue
 		}
-		if !sameInode(f, e.Inode) && other == nil {
-			other = f
+		if name == "exe" && !sameInode(f, e.Inode) {
+			f.Close()
 			continue
 		}
 		if other != nil {
 			other.Close()
 		}
-		defer f.Close()
-		return LoadBinary(f, load)
+		return f, opts, nil
 	}
 	if other != nil {
 		// Overlay file systems may report other inode numbers: better
 		// this file than none.
-		defer other.Close()
-		return LoadBinary(other, load)
+		return other, opts, nil
 	}
-	return nil, fmt.Errorf("open %s: %w", e.Path, firstErr)
+	opts.root.Close()
+	if firstErr == nil {
+		firstErr = errors.New("no way to open it")
+	}
+	return nil, LoadOptions{}, fmt.Errorf("open %s: %w", e.Path, firstErr)
+}
+
+// pathCandidates returns the paths under which the file of e may be
+// found in its process's root: the path as maps shows it, and with the
+// newlines that maps escapes as "\012" restored; for a mapping marked
+// deleted, the same with " (deleted)" appended, in case the suffix was
+// part of the name (openMapped then requires the mapping's inode).
+func pathCandidates(e *MapsEntry) []string {
+	paths := []string{e.Path}
+	if strings.Contains(e.Path, `\012`) {
+		paths = append(paths, strings.ReplaceAll(e.Path, `\012`, "\n"))
+	}
+	if e.Deleted {
+		for i := range paths {
+			paths[i] += deletedSuffix
+		}
+	}
+	return paths
+}
+
+// cmpErr returns first, or err when first is nil.
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
 }
 
 // sameInode reports whether f is inode ino (always true for ino 0, or

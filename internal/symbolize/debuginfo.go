@@ -29,6 +29,10 @@ type LoadOptions struct {
 	// OrigDir is the binary's directory as its own file system names it,
 	// appended to each of DebugDirs for .gnu_debuglink; "" means Dir.
 	OrigDir string
+
+	// root, when set, is the root of the process that mapped the
+	// binary, and Dir a path inside it, resolved inside it.
+	root *rootDir
 }
 
 // debugDirs returns o.DebugDirs, or the default when it is nil.
@@ -46,6 +50,7 @@ type debugFile struct {
 	path string
 	file *os.File
 	elf  *elf.File
+	lr   *limitedReaderAt
 }
 
 // Close closes the file; it is a no-op on a nil *debugFile.
@@ -69,7 +74,7 @@ func findDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *LoadOpti
 	if len(buildID) > 2 {
 		for _, dir := range opts.debugDirs() {
 			path := filepath.Join(dir, ".build-id", buildID[:2], buildID[2:]+".debug")
-			if d := openDebugFile(path, f, buildID, self, nil); d != nil {
+			if d := openDebugFile(debugPath{path: path}, f, buildID, self, nil); d != nil {
 				return d
 			}
 		}
@@ -86,13 +91,31 @@ func findDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *LoadOpti
 	return nil
 }
 
+// debugPath is a candidate debug file: a host path, or (root set) a path
+// inside a process's root.
+type debugPath struct {
+	path string
+	root *rootDir
+}
+
+// open opens the candidate for reading, never blocking (see
+// openRegular).
+func (p debugPath) open() (*os.File, error) {
+	if p.root != nil {
+		return p.root.open(p.path, maxBinaryBytes)
+	}
+	return openRegular(p.path, maxBinaryBytes)
+}
+
 // debugLinkPaths returns the places gdb looks for a .gnu_debuglink name:
 // next to the binary, in its .debug subdirectory, and under each global
 // debug directory at the binary's own path.
-func debugLinkPaths(name string, opts *LoadOptions) []string {
-	var paths []string
+func debugLinkPaths(name string, opts *LoadOptions) []debugPath {
+	var paths []debugPath
 	if opts.Dir != "" {
-		paths = append(paths, filepath.Join(opts.Dir, name), filepath.Join(opts.Dir, ".debug", name))
+		paths = append(paths,
+			debugPath{filepath.Join(opts.Dir, name), opts.root},
+			debugPath{filepath.Join(opts.Dir, ".debug", name), opts.root})
 	}
 	orig := opts.OrigDir
 	if orig == "" {
@@ -100,7 +123,7 @@ func debugLinkPaths(name string, opts *LoadOptions) []string {
 	}
 	if orig != "" {
 		for _, dir := range opts.debugDirs() {
-			paths = append(paths, filepath.Join(dir, orig, name))
+			paths = append(paths, debugPath{path: filepath.Join(dir, orig, name)})
 		}
 	}
 	return paths
@@ -138,8 +161,8 @@ func debugLink(f *elf.File) (name string, crc uint32, ok bool) {
 // not ELF of f's class and machine, has another build ID than buildID,
 // or (when wantCRC is not nil) has another CRC-32 (IEEE, over the whole
 // file, as gdb computes it).
-func openDebugFile(path string, f *elf.File, buildID string, self io.ReaderAt, wantCRC *uint32) (d *debugFile) {
-	file, err := os.Open(path)
+func openDebugFile(path debugPath, f *elf.File, buildID string, self io.ReaderAt, wantCRC *uint32) (d *debugFile) {
+	file, err := path.open()
 	if err != nil {
 		return nil
 	}
@@ -152,7 +175,7 @@ func openDebugFile(path string, f *elf.File, buildID string, self io.ReaderAt, w
 		}
 	}()
 	st, err := file.Stat()
-	if err != nil || !st.Mode().IsRegular() || sameFile(self, st) {
+	if err != nil || sameFile(self, st) {
 		return nil
 	}
 	if wantCRC != nil {
@@ -161,14 +184,14 @@ func openDebugFile(path string, f *elf.File, buildID string, self io.ReaderAt, w
 			return nil
 		}
 	}
-	ef, err := elf.NewFile(file)
+	ef, lr, err := openELF(file)
 	if err != nil || ef.Class != f.Class || ef.Machine != f.Machine {
 		return nil
 	}
 	if id := sectionsBuildID(ef); buildID != "" && id != "" && id != buildID {
 		return nil
 	}
-	return &debugFile{path: path, file: file, elf: ef}
+	return &debugFile{path: file.Name(), file: file, elf: ef, lr: lr}
 }
 
 // sameFile reports whether self is an *os.File of the file st describes.

@@ -1,13 +1,30 @@
 // Package symbolize turns sampled instruction pointers into named frames.
 //
 // Kernel addresses are named from /proc/kallsyms. User addresses are mapped
-// through /proc/PID/maps to the ELF file behind them (opened through
-// /proc/PID/root, or /proc/PID/map_files for deleted files), translated to
-// ELF virtual addresses with the mapping's load bias (PIE executables and
+// through /proc/PID/maps to the ELF file behind them, translated to ELF
+// virtual addresses with the mapping's load bias (PIE executables and
 // shared libraries), and named from the file's .symtab and .dynsym
 // function symbols, respecting symbol sizes (or from .gopclntab for Go
 // binaries stripped of .symtab). [vdso] frames are named from our own
-// vDSO image, read once from /proc/self/mem.
+// vDSO image, read once from /proc/self/mem. C++ and Rust (legacy and v0)
+// names are demangled (github.com/ianlancetaylor/demangle), Rust hashes
+// dropped; ShortName drops C++ parameter lists for display.
+//
+// Files are opened as the process sees them: its path resolved inside
+// /proc/PID/root with openat2(RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS)
+// (a container's absolute symlinks stay in the container), else
+// /proc/PID/map_files/START-LIMIT (deleted or replaced files; needs
+// CAP_SYS_ADMIN), else /proc/PID/exe. Every open is O_NONBLOCK and only a
+// regular file of at most 4 GiB is read, so that a FIFO or a device where
+// a binary should be never blocks; reads of one binary are capped
+// (headers 16 MiB, symbol tables 1 GiB, DWARF 512 MiB, 3 GiB in all).
+//
+// Code that a JIT compiler made, in anonymous or memfd mappings or in
+// none, is named from the process's perf map, /tmp/perf-PID.map inside
+// its root (PID as the host or, failing that, the process's own PID
+// namespace numbers it), read again as it grows (at most every 100 ms,
+// and at most 64 MiB; malformed lines and lines over 4 KiB are skipped
+// and counted).
 //
 // A binary without .symtab or DWARF gets them from its separate debug
 // file, as gdb and perf find it: by GNU build ID under each debug
@@ -26,9 +43,12 @@
 // binaries without DWARF get file and line, but no inlining, from
 // .gopclntab.
 //
-// Caches: one entry per binary (keyed by device and inode), one per process
-// (its executable mappings, read when the process is first seen so that a
-// process that exits later still gets names), and one per address. A
+// Caches: one entry per binary (keyed by device and inode; the file is
+// opened when a process that maps it is first seen, and read at its first
+// lookup, so that a process that exits, or a binary deleted, right after
+// still gets names), one per process (its executable mappings, read when
+// it is first seen, again when it exec'd or an address falls in no known
+// mapping, and kept after it exits until Forget), and one per address. A
 // binary with DWARF keeps the DWARF sections it needs in memory,
 // decompressed (at most 512 MiB; glibc's take about 20 MiB of heap),
 // indexes its compilation units' ranges on the first lookup, and reads

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"debug/dwarf"
 	"slices"
-
-	"github.com/ianlancetaylor/demangle"
 )
 
 // attrMIPSLinkageName is DW_AT_MIPS_linkage_name, the linkage name of
@@ -28,7 +26,9 @@ type inlineTree struct {
 // nodes[i+1:end].
 type inlNode struct {
 	ranges   [][2]uint64 // [lo, hi) address ranges
-	name     funcName
+	name     funcName    // resolved from ref on first use
+	ref      nameRef
+	named    bool
 	end      int32
 	callFile uint32 // DW_AT_call_file, a file index of the CU
 	callLine uint32 // DW_AT_call_line
@@ -37,6 +37,13 @@ type inlNode struct {
 
 // funcName is a function's display and system (linkage) names.
 type funcName struct{ display, system string }
+
+// nameRef is what a DIE says about its function's name, resolved only
+// when an address in it is looked up: most never are.
+type nameRef struct {
+	linkage, plain string       // DW_AT_linkage_name (or MIPS), DW_AT_name
+	origin         dwarf.Offset // DW_AT_abstract_origin or DW_AT_specification; 0 if none
+}
 
 // contains reports whether one of n's ranges holds pc.
 func (n *inlNode) contains(pc uint64) bool {
@@ -50,14 +57,14 @@ func (n *inlNode) contains(pc uint64) bool {
 
 // readInlineTree walks cu's DIEs into cu.tree. On corrupt DWARF the tree
 // is dropped, and cu's addresses get no inlined frames.
-func (x *dwarfLines) readInlineTree(cu *cuLines) {
+func (u *unitLoader) readInlineTree(cu *cuLines) {
 	t := &cu.tree
 	defer func() {
 		if recover() != nil {
 			*t = inlineTree{}
 		}
 	}()
-	r := x.d.Reader()
+	r := u.d.Reader()
 	r.Seek(cu.entry.Offset)
 	if e, err := r.Next(); err != nil || e == nil || !e.Children {
 		return
@@ -77,7 +84,7 @@ func (x *dwarfLines) readInlineTree(cu *cuLines) {
 			w.close(w.depth - 1)
 			continue
 		}
-		n := x.treeNode(t, e, w.inFunc > 0)
+		n := u.treeNode(t, e, w.inFunc > 0)
 		switch {
 		case n < 0 && !holdsCode(e.Tag):
 			r.SkipChildren()
@@ -128,17 +135,17 @@ func (w *treeWalk) close(depth int) {
 
 // treeNode appends e to t when it is a subprogram with code, or (inside
 // one) an inlined subroutine, and returns its index; -1 otherwise.
-func (x *dwarfLines) treeNode(t *inlineTree, e *dwarf.Entry, inFunc bool) int {
+func (u *unitLoader) treeNode(t *inlineTree, e *dwarf.Entry, inFunc bool) int {
 	physical := e.Tag == dwarf.TagSubprogram
 	if !physical && (e.Tag != dwarf.TagInlinedSubroutine || !inFunc) {
 		return -1
 	}
-	rs, err := x.d.Ranges(e)
+	rs, err := entryRanges(u.d, e)
 	if err != nil || len(rs) == 0 {
 		return -1 // a declaration or an abstract instance: no code
 	}
 	i := len(t.nodes)
-	n := inlNode{ranges: rs, name: x.nameOf(e, maxOriginHops), physical: physical, end: int32(i + 1)}
+	n := inlNode{ranges: rs, ref: refOf(e), physical: physical, end: int32(i + 1)}
 	if f, ok := e.Val(dwarf.AttrCallFile).(int64); ok && f >= 0 {
 		n.callFile = uint32(f)
 	} else {
@@ -156,6 +163,45 @@ func (x *dwarfLines) treeNode(t *inlineTree, e *dwarf.Entry, inFunc bool) int {
 		}
 	}
 	return i
+}
+
+// entryRanges returns the address ranges of e: from DW_AT_low_pc and
+// DW_AT_high_pc directly, the common case, else from d.Ranges, which
+// also reads the DIE's unit entry for its base address (DW_AT_ranges).
+func entryRanges(d *dwarf.Data, e *dwarf.Entry) ([][2]uint64, error) {
+	var low, high uint64
+	var lowOK bool
+	var highField *dwarf.Field
+	hasRanges := false
+	for i := range e.Field {
+		f := &e.Field[i]
+		switch f.Attr {
+		case dwarf.AttrLowpc:
+			low, lowOK = f.Val.(uint64)
+		case dwarf.AttrHighpc:
+			highField = f
+		case dwarf.AttrRanges:
+			hasRanges = true
+		}
+	}
+	if !lowOK || highField == nil || hasRanges {
+		return d.Ranges(e)
+	}
+	switch v := highField.Val.(type) {
+	case uint64:
+		if highField.Class != dwarf.ClassAddress {
+			return d.Ranges(e)
+		}
+		high = v
+	case int64:
+		high = low + uint64(v) // ClassConstant: an offset from low
+	default:
+		return d.Ranges(e)
+	}
+	if high <= low {
+		return nil, nil
+	}
+	return [][2]uint64{{low, high}}, nil
 }
 
 // holdsCode reports whether DIEs of tag may have subprograms or inlined
@@ -180,15 +226,68 @@ func isUnit(tag dwarf.Tag) bool {
 	return false
 }
 
+// refOf returns the name attributes of e.
+func refOf(e *dwarf.Entry) nameRef {
+	var ref nameRef
+	for _, f := range e.Field {
+		switch f.Attr {
+		case dwarf.AttrLinkageName, attrMIPSLinkageName:
+			if s, ok := f.Val.(string); ok && s != "" && ref.linkage == "" {
+				ref.linkage = s
+			}
+		case dwarf.AttrName:
+			ref.plain, _ = f.Val.(string)
+		case dwarf.AttrAbstractOrigin:
+			if off, ok := f.Val.(dwarf.Offset); ok {
+				ref.origin = off
+			}
+		case dwarf.AttrSpecification:
+			if off, ok := f.Val.(dwarf.Offset); ok && ref.origin == 0 {
+				ref.origin = off
+			}
+		}
+	}
+	return ref
+}
+
+// resolve returns the name ref stands for, as nameOf finds it.
+func (u *unitLoader) resolve(ref nameRef) funcName {
+	if ref.linkage != "" {
+		return funcName{display: demangleName(ref.linkage), system: ref.linkage}
+	}
+	if ref.origin != 0 {
+		fn, cached := u.names[ref.origin]
+		if !cached {
+			if e := u.entryAt(ref.origin); e != nil {
+				fn = u.nameOf(e, maxOriginHops-1)
+			}
+			u.names[ref.origin] = fn
+		}
+		if fn.system != "" {
+			return fn
+		}
+	}
+	return funcName{display: ref.plain, system: ref.plain}
+}
+
+// nodeName returns the name of node n, resolving it on first use.
+func (x *dwarfLines) nodeName(n *inlNode) funcName {
+	if !n.named {
+		n.name, n.named = x.own.resolve(n.ref), true
+		n.ref = nameRef{}
+	}
+	return n.name
+}
+
 // nameOf returns the name of the function e is (an instance of): its
 // demangled DW_AT_linkage_name (or DW_AT_MIPS_linkage_name), else the name
 // of the DIE its DW_AT_abstract_origin or DW_AT_specification refers to
 // (found the same way, at most hops references deep, and cached), else
 // its DW_AT_name.
-func (x *dwarfLines) nameOf(e *dwarf.Entry, hops int) funcName {
+func (u *unitLoader) nameOf(e *dwarf.Entry, hops int) funcName {
 	for _, a := range []dwarf.Attr{dwarf.AttrLinkageName, attrMIPSLinkageName} {
 		if ln, ok := e.Val(a).(string); ok && ln != "" {
-			return funcName{display: demangle.Filter(ln, demangle.NoClones), system: ln}
+			return funcName{display: demangleName(ln), system: ln}
 		}
 	}
 	off, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
@@ -196,12 +295,12 @@ func (x *dwarfLines) nameOf(e *dwarf.Entry, hops int) funcName {
 		off, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
 	}
 	if ok && hops > 0 {
-		fn, cached := x.names[off]
+		fn, cached := u.names[off]
 		if !cached {
-			if ref := x.entryAt(off); ref != nil {
-				fn = x.nameOf(ref, hops-1)
+			if ref := u.entryAt(off); ref != nil {
+				fn = u.nameOf(ref, hops-1)
 			}
-			x.names[off] = fn
+			u.names[off] = fn
 		}
 		if fn.system != "" {
 			return fn
@@ -212,12 +311,12 @@ func (x *dwarfLines) nameOf(e *dwarf.Entry, hops int) funcName {
 }
 
 // entryAt returns the DIE at off, or nil.
-func (x *dwarfLines) entryAt(off dwarf.Offset) *dwarf.Entry {
-	if x.reader == nil {
-		x.reader = x.d.Reader()
+func (u *unitLoader) entryAt(off dwarf.Offset) *dwarf.Entry {
+	if u.reader == nil {
+		u.reader = u.d.Reader()
 	}
-	x.reader.Seek(off)
-	e, err := x.reader.Next()
+	u.reader.Seek(off)
+	e, err := u.reader.Next()
 	if err != nil || e == nil || e.Offset != off {
 		return nil
 	}
@@ -253,9 +352,11 @@ func (x *dwarfLines) expand(cu *cuLines, pc uint64) []SourceLine {
 	out := make([]SourceLine, 0, len(chain)+1)
 	for k := len(chain) - 1; k >= 0; k-- {
 		n := &t.nodes[chain[k]]
-		out = append(out, SourceLine{Function: n.name.display, SystemName: n.name.system, File: file, Line: line})
+		name := x.nodeName(n)
+		out = append(out, SourceLine{Function: name.display, SystemName: name.system, File: file, Line: line})
 		file, line = cu.file(n.callFile), int(n.callLine)
 	}
 	rn := &t.nodes[root]
-	return append(out, SourceLine{Function: rn.name.display, SystemName: rn.name.system, File: file, Line: line})
+	name := x.nodeName(rn)
+	return append(out, SourceLine{Function: name.display, SystemName: name.system, File: file, Line: line})
 }

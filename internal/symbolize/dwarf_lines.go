@@ -30,9 +30,21 @@ type dwarfLines struct {
 	indexed bool
 	ranges  []pcRange // CU ranges, sorted by lo; idx is into units
 	units   []*cuLines
-	names   map[dwarf.Offset]funcName // resolved function names, by DIE
-	reader  *dwarf.Reader             // for following references
-	chain   []int                     // scratch for expand
+	own     *unitLoader // loads units for lines, under mu
+	chain   []int       // scratch for expand
+}
+
+// unitLoader reads compilation units; each goroutine that reads them has
+// its own (a dwarf.Reader is not safe for concurrent use).
+type unitLoader struct {
+	d      *dwarf.Data
+	names  map[dwarf.Offset]funcName // resolved function names, by DIE
+	reader *dwarf.Reader             // for following references
+}
+
+// newUnitLoader returns a unitLoader of d.
+func newUnitLoader(d *dwarf.Data) *unitLoader {
+	return &unitLoader{d: d, names: make(map[dwarf.Offset]funcName)}
 }
 
 // pcRange is the address range [lo, hi) of the item at index idx.
@@ -44,11 +56,11 @@ type pcRange struct {
 // cuLines is what one CU says about addresses: its line table and its
 // inline tree. It is filled on first use (loaded).
 type cuLines struct {
-	entry  *dwarf.Entry // the CU's DIE
-	loaded bool
-	files  []string  // file names, by DWARF file index
-	rows   []lineRow // line table, sorted by address
-	tree   inlineTree
+	entry *dwarf.Entry // the CU's DIE
+	once  sync.Once    // loads files, rows and tree
+	files []string     // file names, by DWARF file index
+	rows  []lineRow    // line table, sorted by address
+	tree  inlineTree
 }
 
 // lineRow is a row of a line table: from addr on, the code is at
@@ -67,7 +79,7 @@ const (
 
 // newDWARFLines returns a line source for d.
 func newDWARFLines(d *dwarf.Data) *dwarfLines {
-	return &dwarfLines{d: d, names: make(map[dwarf.Offset]funcName)}
+	return &dwarfLines{d: d, own: newUnitLoader(d)}
 }
 
 // lines returns the source lines of pc, innermost first; see
@@ -83,10 +95,7 @@ func (x *dwarfLines) lines(pc uint64) []SourceLine {
 	if cu == nil {
 		return nil
 	}
-	if !cu.loaded {
-		cu.loaded = true
-		x.loadUnit(cu)
-	}
+	cu.once.Do(func() { x.own.loadUnit(cu) })
 	return x.expand(cu, pc)
 }
 
@@ -152,20 +161,54 @@ func findRange(rs []pcRange, pc uint64) (int, bool) {
 
 // loadUnit reads cu's line table and inline tree. Corrupt parts are left
 // empty: a bad line table gives no lines, a bad tree no inlined frames.
-func (x *dwarfLines) loadUnit(cu *cuLines) {
-	x.readLineTable(cu)
-	x.readInlineTree(cu)
+func (u *unitLoader) loadUnit(cu *cuLines) {
+	u.readLineTable(cu)
+	u.readInlineTree(cu)
+}
+
+// preload loads the units holding pcs that are not loaded yet, with
+// workers goroutines, each with its own unitLoader.
+func (x *dwarfLines) preload(pcs []uint64, workers int) {
+	x.mu.Lock()
+	if !x.indexed {
+		x.indexed = true
+		x.buildIndex()
+	}
+	seen := make(map[*cuLines]bool)
+	var todo []*cuLines
+	for _, pc := range pcs {
+		if cu := x.unitFor(pc); cu != nil && !seen[cu] {
+			seen[cu] = true
+			todo = append(todo, cu)
+		}
+	}
+	x.mu.Unlock()
+	work := make(chan *cuLines)
+	var wg sync.WaitGroup
+	for range min(workers, len(todo)) {
+		wg.Go(func() {
+			u := newUnitLoader(x.d)
+			for cu := range work {
+				cu.once.Do(func() { u.loadUnit(cu) })
+			}
+		})
+	}
+	for _, cu := range todo {
+		work <- cu
+	}
+	close(work)
+	wg.Wait()
 }
 
 // readLineTable reads cu's line table into cu.rows (sequences sorted by
 // address) and cu.files.
-func (x *dwarfLines) readLineTable(cu *cuLines) {
+func (u *unitLoader) readLineTable(cu *cuLines) {
 	defer func() {
 		if recover() != nil {
 			cu.rows, cu.files = nil, nil
 		}
 	}()
-	lr, err := x.d.LineReader(cu.entry)
+	lr, err := u.d.LineReader(cu.entry)
 	if err != nil || lr == nil {
 		return
 	}

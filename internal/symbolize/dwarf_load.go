@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/dwarf"
 	"debug/elf"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -22,7 +23,7 @@ var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", 
 // sections are over maxDWARFBytes together, or when they are corrupt,
 // including when debug/elf or debug/dwarf panics. Executables and shared
 // objects need no relocations applied to their DWARF.
-func loadDWARF(f *elf.File) (d *dwarf.Data) {
+func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarf.Data) {
 	defer func() {
 		if recover() != nil {
 			d = nil
@@ -41,14 +42,58 @@ func loadDWARF(f *elf.File) (d *dwarf.Data) {
 	if secs["info"] == nil || total > maxDWARFBytes {
 		return nil
 	}
-	data := make(map[string][]byte, len(secs))
-	for name, s := range secs {
-		b, err := s.Data()
-		if err != nil {
-			return nil
-		}
-		data[name] = b
+	// .zdebug sections tell their size only in their header, read by Open.
+	total = 0
+	for _, s := range secs {
+		s.Open()
+		total += s.Size
 	}
+	if total > maxDWARFBytes {
+		return nil
+	}
+	// Read (and decompress) the sections in parallel: Go binaries and
+	// distributions' debug files compress theirs, and .debug_info and
+	// .debug_line are both large.
+	type result struct {
+		name string
+		data []byte
+		err  error
+	}
+	results := make(chan result, len(secs))
+	for name, s := range secs {
+		go func() {
+			r := result{name: name}
+			defer func() {
+				if p := recover(); p != nil { // debug/elf on corrupt input
+					r.data, r.err = nil, fmt.Errorf("read section %s: panic: %v", s.Name, p)
+				}
+				results <- r
+			}()
+			r.data, r.err = sectionData(lr, s, s.Size)
+		}()
+	}
+	data := make(map[string][]byte, len(secs))
+	var failed bool
+	for range secs {
+		r := <-results
+		failed = failed || r.err != nil
+		data[r.name] = r.data
+	}
+	if failed {
+		return nil
+	}
+	return dwarfFromSections(data)
+}
+
+// dwarfFromSections builds DWARF data from section contents, by name
+// without the ".debug_" prefix; nil when they are corrupt, including
+// when debug/dwarf panics.
+func dwarfFromSections(data map[string][]byte) (d *dwarf.Data) {
+	defer func() {
+		if recover() != nil {
+			d = nil
+		}
+	}()
 	d, err := dwarf.New(data["abbrev"], nil, nil, data["info"], data["line"], nil, data["ranges"], data["str"])
 	if err != nil {
 		return nil

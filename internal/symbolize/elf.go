@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/ianlancetaylor/demangle"
 )
 
 // ErrBadELF wraps every error that says a file is not a usable ELF
@@ -54,8 +52,9 @@ type elfSym struct {
 
 // ELFSymbol is a function symbol of a Binary.
 type ELFSymbol struct {
-	// Function is the display name, demangled (C++ and Rust) with
-	// demangle.Filter and demangle.NoClones.
+	// Function is the display name: C++ and Rust (legacy and v0) names
+	// demangled, without clone suffixes or Rust legacy hashes; C++
+	// parameter lists are kept (see ShortName).
 	Function string
 	// SystemName is the name as it stands in .symtab or .dynsym.
 	SystemName string
@@ -71,7 +70,7 @@ type ELFSymbol struct {
 // opening the file are returned wrapped as they are (fs.ErrNotExist,
 // fs.ErrPermission); everything else wraps ErrBadELF.
 func OpenBinary(path string) (*Binary, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, maxBinaryBytes)
 	if err != nil {
 		return nil, fmt.Errorf("load binary: %w", err)
 	}
@@ -107,14 +106,18 @@ func NewBinary(r io.ReaderAt) (*Binary, error) {
 // symbols come from MiniDebugInfo (.gnu_debugdata), else, for a Go
 // binary, from .gopclntab. r is not used after LoadBinary returns. Every
 // error wraps ErrBadELF and concerns the binary itself: a corrupt or
-// unreadable debug file is skipped. It never panics on corrupt input.
+// unreadable debug file is skipped. It never panics on corrupt input,
+// and reads are capped (header tables 16 MiB, each symbol table 1 GiB,
+// DWARF 512 MiB decompressed, 3 GiB in all), so that a sparse file with
+// absurd section sizes costs little; sections that lie outside the file
+// are refused.
 func LoadBinary(r io.ReaderAt, opts LoadOptions) (b *Binary, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			b, err = nil, fmt.Errorf("%w: debug/elf panicked: %v", ErrBadELF, p)
 		}
 	}()
-	f, err := elf.NewFile(r)
+	f, lr, err := openELF(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
 	}
@@ -132,12 +135,25 @@ func LoadBinary(r io.ReaderAt, opts LoadOptions) (b *Binary, err error) {
 		dbg = findDebugFile(f, b.buildID, r, &opts)
 		defer dbg.Close()
 	}
-	gt := &goTable{f: f}
-	if err := b.readSymbols(f, dbg, gt); err != nil {
+	gt := &goTable{f: f, lr: lr}
+	if err := b.readSymbols(f, lr, dbg, gt); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
 	}
-	b.readLines(f, dbg, gt)
+	b.readLines(f, lr, dbg, gt)
 	return b, nil
+}
+
+// openELF parses the ELF headers of r, reading at most maxHeaderRead
+// bytes for them, and returns the file with the reader that caps every
+// later read (maxLoadRead in all).
+func openELF(r io.ReaderAt) (*elf.File, *limitedReaderAt, error) {
+	lr := newLimitedReaderAt(r, maxHeaderRead)
+	f, err := elf.NewFile(lr)
+	if err != nil {
+		return nil, nil, err
+	}
+	lr.budget.Store(maxLoadRead)
+	return f, lr, nil
 }
 
 // DebugFile returns the path of the separate debug file that supplied
@@ -178,7 +194,7 @@ func (b *Binary) Lookup(elfAddr uint64) (sym ELFSymbol, ok bool) {
 func (b *Binary) symbol(s *elfSym) ELFSymbol {
 	raw := b.names[s.name : s.name+s.nlen]
 	sym := ELFSymbol{
-		Function:   demangle.Filter(raw, demangle.NoClones),
+		Function:   demangleName(raw),
 		SystemName: raw,
 		Start:      s.start,
 	}

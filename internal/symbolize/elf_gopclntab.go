@@ -12,6 +12,7 @@ import (
 // binaries without DWARF.
 type goTable struct {
 	f    *elf.File
+	lr   *limitedReaderAt
 	done bool
 	tab  *gosym.Table
 }
@@ -32,7 +33,7 @@ func (g *goTable) get() *gosym.Table {
 	if sec == nil || sec.Type == elf.SHT_NOBITS {
 		return nil
 	}
-	data, err := sec.Data()
+	data, err := sectionData(g.lr, sec, maxPclntabBytes)
 	if err != nil {
 		return nil
 	}

@@ -25,7 +25,12 @@ type rawSym struct {
 // for it (setting b.debugFile), else MiniDebugInfo's, else .gopclntab's
 // functions. A file without any of them is valid and has no symbols.
 // Errors concern f's own tables; a bad debug file is skipped.
-func (b *Binary) readSymbols(f *elf.File, dbg *debugFile, gt *goTable) error {
+func (b *Binary) readSymbols(f *elf.File, lr *limitedReaderAt, dbg *debugFile, gt *goTable) error {
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		if err := checkSymbolTable(lr, f, typ); err != nil {
+			return err
+		}
+	}
 	symtab, err := f.Symbols()
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return fmt.Errorf("read .symtab: %w", err)
@@ -37,14 +42,14 @@ func (b *Binary) readSymbols(f *elf.File, dbg *debugFile, gt *goTable) error {
 	raws := make([]rawSym, 0, len(symtab)+len(dynsym))
 	raws = b.appendFuncs(raws, f, symtab)
 	if len(raws) == 0 && dbg != nil {
-		raws = b.appendFuncs(raws, dbg.elf, safeSymbols(dbg.elf))
+		raws = b.appendFuncs(raws, dbg.elf, safeSymbols(dbg.elf, dbg.lr))
 		if len(raws) > 0 {
 			b.debugFile = dbg.path
 		}
 	}
 	if len(raws) == 0 {
-		if mini := miniDebugInfo(f); mini != nil {
-			raws = b.appendFuncs(raws, mini, safeSymbols(mini))
+		if mini := miniDebugInfo(f, lr); mini != nil {
+			raws = b.appendFuncs(raws, mini, safeSymbols(mini, nil))
 		}
 	}
 	if len(raws) == 0 {
@@ -57,13 +62,16 @@ func (b *Binary) readSymbols(f *elf.File, dbg *debugFile, gt *goTable) error {
 }
 
 // safeSymbols returns the .symtab of a debug file, or nil when it has
-// none or it is corrupt (debug/elf errors and panics alike).
-func safeSymbols(f *elf.File) (syms []elf.Symbol) {
+// none or it is corrupt (debug/elf errors and panics alike) or too large.
+func safeSymbols(f *elf.File, lr *limitedReaderAt) (syms []elf.Symbol) {
 	defer func() {
 		if recover() != nil {
 			syms = nil
 		}
 	}()
+	if checkSymbolTable(lr, f, elf.SHT_SYMTAB) != nil {
+		return nil
+	}
 	syms, _ = f.Symbols()
 	return syms
 }

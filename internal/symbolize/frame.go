@@ -13,8 +13,10 @@ type Frame struct {
 	// it up at Address-1 so that calls at the very end of a function resolve
 	// to the caller.
 	Address uint64
-	// Function is the display name (demangled where the symbol was mangled).
-	// It is "" when the frame could not be named; Reason then says why.
+	// Function is the display name: demangled where the symbol was
+	// mangled (C++ with its parameter list, which ShortName removes; Rust
+	// legacy and v0 without hashes). It is "" when the frame could not be
+	// named; Reason then says why.
 	Function string
 	// SystemName is the name as it stands in the symbol table (mangled for
 	// C++ and Rust); equal to Function for C and Go.

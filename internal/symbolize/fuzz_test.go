@@ -2,6 +2,9 @@ package symbolize
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
 	"os"
 	"testing"
 )
@@ -54,6 +57,104 @@ func FuzzUnxz(f *testing.F) {
 		out, err := unxz(data, 1<<16)
 		if err == nil && len(out) > 1<<16 {
 			t.Errorf("unxz returned %d bytes, over its cap", len(out))
+		}
+	})
+}
+
+// tinyELF returns the seed ELF of the binary fuzz targets: a 6 KiB static
+// executable with DWARF 5 and an inlined function, built from
+// testdata/fuzz/tiny.c (see testdata/fuzz/README).
+func tinyELF(f *testing.F) []byte {
+	data, err := os.ReadFile("testdata/fuzz/tiny.elf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	return data
+}
+
+func FuzzNewBinary(f *testing.F) {
+	seed := tinyELF(f)
+	f.Add(seed)
+	f.Add(seed[:len(seed)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := LoadBinary(bytes.NewReader(data), LoadOptions{DebugDirs: []string{}})
+		if err != nil {
+			if !errors.Is(err, ErrBadELF) {
+				t.Errorf("error %v does not wrap ErrBadELF", err)
+			}
+			return
+		}
+		for _, p := range b.Loads() {
+			b.Bias(0x400000, p.Off)
+		}
+		n := min(b.Len(), 64)
+		for i := 0; i < n; i++ {
+			s := &b.syms[i]
+			if sym, ok := b.Lookup(s.start); !ok || sym.Start > s.start {
+				t.Errorf("Lookup(%#x) = %+v, %v", s.start, sym, ok)
+			}
+			b.Lines(s.start)
+			b.Lines(s.end - 1)
+		}
+	})
+}
+
+// dwarfSeed returns the DWARF sections of the seed ELF.
+func dwarfSeed(f *testing.F) map[string][]byte {
+	ef, err := elf.NewFile(bytes.NewReader(tinyELF(f)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, name := range dwarfSections {
+		if s := ef.Section(".debug_" + name); s != nil {
+			if out[name], err = s.Data(); err != nil {
+				f.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+func FuzzDWARFLines(f *testing.F) {
+	d := dwarfSeed(f)
+	f.Add(d["abbrev"], d["info"], d["line"], d["str"], d["line_str"], d["rnglists"], uint64(0x401000))
+	f.Fuzz(func(t *testing.T, abbrev, info, line, str, lineStr, rnglists []byte, pc uint64) {
+		data := map[string][]byte{"abbrev": abbrev, "info": info, "line": line, "str": str, "line_str": lineStr, "rnglists": rnglists}
+		dd := dwarfFromSections(data)
+		if dd == nil {
+			return
+		}
+		x := newDWARFLines(dd)
+		for _, a := range []uint64{pc, pc + 1, pc &^ 0xfff, 0x401000, 0x401010} {
+			for _, l := range x.lines(a) {
+				if l.Line < 0 {
+					t.Errorf("negative line %+v", l)
+				}
+			}
+		}
+	})
+}
+
+func FuzzBuildIDNote(f *testing.F) {
+	ef, err := elf.NewFile(bytes.NewReader(tinyELF(f)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	note, err := ef.Section(".note.gnu.build-id").Data()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(note, false)
+	f.Add(append([]byte("\x04\x00\x00\x00\x10\x00\x00\x00\x05\x00\x00\x00GNU\x00"), note...), true)
+	f.Fuzz(func(t *testing.T, data []byte, align8 bool) {
+		align := uint64(4)
+		if align8 {
+			align = 8
+		}
+		id := noteBuildID(binary.LittleEndian, bytes.NewReader(data), align)
+		if len(id)%2 != 0 || len(id) > 2*len(data) {
+			t.Errorf("build ID %q from %d bytes", id, len(data))
 		}
 	})
 }

@@ -24,7 +24,9 @@ type frameInfo struct {
 
 // kernelSymbolizer names kernel addresses from kallsyms and caches them.
 type kernelSymbolizer struct {
-	ksyms   *Kallsyms // nil when kallsyms could not be read
+	ready   chan struct{} // closed when the fields below are set
+	loaded  bool          // ready was seen closed
+	ksyms   *Kallsyms     // nil when kallsyms could not be read
 	note    string
 	image   *Mapping
 	modules []moduleMapping
@@ -37,23 +39,43 @@ type moduleMapping struct {
 	m    *Mapping
 }
 
-// newKernelSymbolizer loads kallsyms (and, to bound module symbols,
-// procRoot/modules). Failures leave it working with a note: kernel frames
-// then stay unnamed.
+// newKernelSymbolizer starts loading kallsyms (and, to bound module
+// symbols, procRoot/modules) in the background: reading /proc/kallsyms
+// costs the kernel 40-80 ms, which then overlaps with the caller's own
+// start-up (loading BPF, opening perf events). Failures leave it working
+// with a note: kernel frames then stay unnamed.
 func newKernelSymbolizer(kallsymsPath, procRoot string) *kernelSymbolizer {
 	k := &kernelSymbolizer{
+		ready: make(chan struct{}),
 		image: &Mapping{Path: kernelPath, Kernel: true, Limit: math.MaxUint64},
 		cache: make(map[uint64]frameInfo),
 	}
+	go func() {
+		defer close(k.ready)
+		k.load(kallsymsPath, procRoot)
+	}()
+	return k
+}
+
+// wait blocks until kallsyms is loaded.
+func (k *kernelSymbolizer) wait() {
+	if !k.loaded {
+		<-k.ready
+		k.loaded = true
+	}
+}
+
+// load reads kallsyms and the module extents into k.
+func (k *kernelSymbolizer) load(kallsymsPath, procRoot string) {
 	ks, err := LoadKallsyms(kallsymsPath)
 	switch {
 	case err != nil:
 		k.note = fmt.Sprintf("kernel frames are not named: %v", err)
-		return k
+		return
 	case ks.Hidden():
 		k.ksyms = ks
 		k.note = hiddenNote(kallsymsPath, procRoot)
-		return k
+		return
 	}
 	k.ksyms = ks
 	_ = ks.LoadModules(filepath.Join(procRoot, "modules")) // optional bound
@@ -65,7 +87,6 @@ func newKernelSymbolizer(kallsymsPath, procRoot string) *kernelSymbolizer {
 			Start: m.Start, Limit: m.End, Path: "[" + m.Name + "]", Kernel: true,
 		}})
 	}
-	return k
 }
 
 // hiddenNote explains zero addresses in kallsyms from the sysctls that
@@ -95,6 +116,7 @@ func hiddenNote(kallsymsPath, procRoot string) string {
 // resolve names the kernel address addr (already moved back by one for
 // return addresses), through the cache.
 func (k *kernelSymbolizer) resolve(addr uint64) frameInfo {
+	k.wait()
 	if fi, ok := k.cache[addr]; ok {
 		return fi
 	}

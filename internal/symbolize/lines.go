@@ -1,6 +1,9 @@
 package symbolize
 
-import "debug/elf"
+import (
+	"debug/elf"
+	"runtime"
+)
 
 // SourceLine is one function activation at a machine-code address, from
 // DWARF or .gopclntab.
@@ -44,18 +47,30 @@ func (b *Binary) Lines(elfAddr uint64) []SourceLine {
 	return b.lines.lines(elfAddr)
 }
 
+// Preload reads, in parallel (GOMAXPROCS goroutines), the DWARF line
+// tables and inline trees of the compilation units that hold the ELF
+// addresses elfAddrs, so that Lines on them is fast. Lines reads a unit
+// on its first lookup anyway; Preload only makes a batch of cold lookups
+// (a new stack, addr2line-like use) use more than one CPU. It does
+// nothing for binaries without DWARF.
+func (b *Binary) Preload(elfAddrs []uint64) {
+	if x, ok := b.lines.(*dwarfLines); ok {
+		x.preload(elfAddrs, runtime.GOMAXPROCS(0))
+	}
+}
+
 // readLines sets b.lines from the DWARF of f, else from that of the
 // separate debug file dbg (then setting b.debugFile), else from f's
 // .gopclntab (gt).
-func (b *Binary) readLines(f *elf.File, dbg *debugFile, gt *goTable) {
+func (b *Binary) readLines(f *elf.File, lr *limitedReaderAt, dbg *debugFile, gt *goTable) {
 	if hasDWARF(f) {
-		if d := loadDWARF(f); d != nil {
+		if d := loadDWARF(f, lr); d != nil {
 			b.lines = newDWARFLines(d)
 			return
 		}
 	}
 	if dbg != nil && hasDWARF(dbg.elf) {
-		if d := loadDWARF(dbg.elf); d != nil {
+		if d := loadDWARF(dbg.elf, dbg.lr); d != nil {
 			b.lines = newDWARFLines(d)
 			b.debugFile = dbg.path
 			return

@@ -358,3 +358,39 @@ func TestLinesConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestLinesPreload checks that Preload (parallel unit loading) gives the
+// same lines as cold lookups one by one, with Lines running alongside.
+func TestLinesPreload(t *testing.T) {
+	libc := systemLibc(t)
+	cold, err := OpenBinary(libc)
+	if err != nil || cold.DebugFile() == "" {
+		t.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
+	}
+	var addrs []uint64
+	for i := 0; i < cold.Len(); i += 7 {
+		addrs = append(addrs, cold.syms[i].start+1)
+	}
+	want := make([]string, len(addrs))
+	for i, a := range addrs {
+		want[i] = fmt.Sprint(cold.Lines(a))
+	}
+	b, err := OpenBinary(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, a := range addrs[:len(addrs)/4] {
+			b.Lines(a)
+		}
+	}()
+	b.Preload(addrs)
+	<-done
+	for i, a := range addrs {
+		if got := fmt.Sprint(b.Lines(a)); got != want[i] {
+			t.Fatalf("after Preload, Lines(%#x) = %s, want %s", a, got, want[i])
+		}
+	}
+}

@@ -26,7 +26,9 @@ type MapsEntry struct {
 	Device, Inode uint64
 	// Path is the file as the process sees it (in its mount namespace),
 	// a pseudo-path such as "[vdso]", "[heap]" or "[anon:name]", or ""
-	// for anonymous memory. The kernel's " (deleted)" suffix is removed.
+	// for anonymous memory. The kernel's " (deleted)" suffix is removed;
+	// a newline in a file name stays escaped as the kernel writes it,
+	// "\012" (the symbolizer tries both forms when it opens the file).
 	Path string
 	// Deleted reports that the file was deleted (or replaced) after it was
 	// mapped: Path no longer names it; /proc/PID/map_files still does.

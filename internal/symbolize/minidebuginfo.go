@@ -24,7 +24,7 @@ const maxXZDict = 64 << 20
 // .gnu_debugdata section (MiniDebugInfo, as Fedora ships it: a .symtab of
 // the local functions that .dynsym lacks), or nil when f has none or it
 // is corrupt, larger than maxMiniDebugInfo, or not a single xz stream.
-func miniDebugInfo(f *elf.File) (ef *elf.File) {
+func miniDebugInfo(f *elf.File, lr *limitedReaderAt) (ef *elf.File) {
 	defer func() {
 		if recover() != nil {
 			ef = nil // debug/elf or the decoder panicked on corrupt input
@@ -34,7 +34,7 @@ func miniDebugInfo(f *elf.File) (ef *elf.File) {
 	if sec == nil || sec.Type == elf.SHT_NOBITS || sec.Size > maxMiniDebugInfo {
 		return nil
 	}
-	data, err := sec.Data()
+	data, err := sectionData(lr, sec, maxMiniDebugInfo)
 	if err != nil {
 		return nil
 	}

@@ -7,23 +7,56 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// mapsRereadInterval is the least time between two reads of one process's
-// maps after the first: an address in no known mapping (after exec or
-// dlopen) triggers a re-read at most this often.
-const mapsRereadInterval = 100 * time.Millisecond
+// An address in no known mapping (after dlopen, or a garbage return
+// address from code without frame pointers) makes the process's maps be
+// read again, unless they were read less than 40 times as long as the
+// last read took ago, bounded by minMapsReread and mapsRereadInterval:
+// re-reads cost at most about 2.5% of a CPU per process, and a library
+// that dlopen just mapped is seen within a few ms. An exec is seen at
+// once (see checkExec).
+const (
+	minMapsReread      = 5 * time.Millisecond
+	mapsRereadInterval = 100 * time.Millisecond
+	mapsRereadFactor   = 40
+)
+
+// execCheckInterval is the least time between two checks of whether a
+// process has exec'd (a stat of /proc/PID/exe), made when it has a
+// stack to symbolize.
+const execCheckInterval = 10 * time.Millisecond
 
 // process is the cache of one process: its executable mappings and the
 // addresses it has resolved.
 type process struct {
-	pid      uint32
-	maps     []*procMapping // executable mappings, sorted by Start
-	seen     bool           // maps were read successfully at least once
-	unseen   Reason         // while !seen: ProcessGone, or NoAccess
-	lastRead time.Time
-	cache    map[uint64]frameInfo // by lookup address (address-1 for callers)
+	pid       uint32
+	maps      []*procMapping // executable mappings, sorted by Start
+	seen      bool           // maps were read successfully at least once
+	gone      bool           // seen, and then the maps could not be read: exited
+	unseen    Reason         // while !seen: ProcessGone, or NoAccess
+	lastRead  time.Time
+	reread    time.Duration // least time from lastRead to the next read
+	exe       fileID        // /proc/PID/exe when the maps were last read
+	lastCheck time.Time
+	cache     map[uint64]frameInfo // by lookup address (address-1 for callers)
+	perf      *perfMap             // /tmp/perf-PID.map, once looked for
+}
+
+// fileID identifies a file by device and inode; zero when unknown.
+type fileID struct{ dev, ino uint64 }
+
+// statID returns the fileID of the file at path (following links).
+func statID(path string) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{st.Dev, st.Ino}, nil
 }
 
 // procMapping is one executable line of the process's maps and what
@@ -57,15 +90,23 @@ func (s *Symbolizer) process(pid uint32) *process {
 // readMaps (re-)reads the executable mappings of p and reports whether it
 // could. Mappings that did not change keep their *procMapping (and so
 // their shared *Mapping); when one went away the address cache is dropped,
-// since its addresses may now mean other code. A failed read keeps the old
+// since its addresses may now mean other code. The files of new mappings
+// are opened at once (see prepare). A failed read keeps the old
 // mappings: a process that exited keeps its names.
 func (s *Symbolizer) readMaps(p *process) bool {
 	p.lastRead = s.now()
+	p.lastCheck = p.lastRead
+	start := time.Now()
+	defer func() {
+		p.reread = min(max(mapsRereadFactor*time.Since(start), minMapsReread), mapsRereadInterval)
+	}()
+	exe, _ := statID(s.procPath(p.pid, "exe"))
 	f, err := os.Open(s.procPath(p.pid, "maps"))
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			p.unseen = ReasonNoAccess // another user's process, and we lack CAP_SYS_PTRACE
 		}
+		p.gone = p.seen && !errors.Is(err, fs.ErrPermission)
 		return false
 	}
 	entries, err := ParseMaps(f)
@@ -74,11 +115,17 @@ func (s *Symbolizer) readMaps(p *process) bool {
 	if err != nil && !errors.As(err, &syntax) {
 		return false
 	}
+	if len(entries) == 0 && p.seen {
+		p.gone = true // a zombie, or a process that exited while we read
+		return false
+	}
+	p.exe = exe
 	old := make(map[MapsEntry]*procMapping, len(p.maps))
 	for _, m := range p.maps {
 		old[m.entry] = m
 	}
 	maps := make([]*procMapping, 0, len(p.maps))
+	var fresh []*procMapping
 	for _, e := range entries {
 		if !e.Executable() {
 			continue
@@ -86,18 +133,59 @@ func (s *Symbolizer) readMaps(p *process) bool {
 		m, ok := old[e]
 		if !ok {
 			m = &procMapping{entry: e}
+			fresh = append(fresh, m)
 		}
 		delete(old, e)
 		maps = append(maps, m)
 	}
+	s.prepareAll(p, fresh)
 	slices.SortFunc(maps, func(a, b *procMapping) int {
 		return cmp.Compare(a.entry.Start, b.entry.Start)
 	})
 	if len(old) > 0 {
 		clear(p.cache)
 	}
-	p.maps, p.seen = maps, true
+	p.maps, p.seen, p.gone = maps, true, false
 	return true
+}
+
+// prepareAll opens the files of the mappings in fresh (see prepare),
+// through one handle on p's root.
+func (s *Symbolizer) prepareAll(p *process, fresh []*procMapping) {
+	var root *rootDir
+	for _, m := range fresh {
+		if !isFilePath(m.entry.Path) || s.bins[keyOf(&m.entry)] != nil {
+			continue
+		}
+		if root == nil {
+			r, err := openRoot(s.procPath(p.pid, "root"))
+			if err != nil {
+				return
+			}
+			root = r
+			defer root.Close()
+		}
+		s.prepare(p, m, root)
+	}
+}
+
+// checkExec re-reads p's maps when it has exec'd since they were read:
+// /proc/PID/exe is another file. It checks at most every
+// execCheckInterval unless force is set.
+func (s *Symbolizer) checkExec(p *process, force bool) bool {
+	if !p.seen || p.gone || p.exe == (fileID{}) {
+		return false
+	}
+	now := s.now()
+	if !force && now.Sub(p.lastCheck) < execCheckInterval {
+		return false
+	}
+	p.lastCheck = now
+	exe, err := statID(s.procPath(p.pid, "exe"))
+	if err != nil || exe == p.exe {
+		return false
+	}
+	return s.readMaps(p)
 }
 
 // find returns the mapping holding addr, or nil.
@@ -121,17 +209,64 @@ func (s *Symbolizer) resolveUser(p *process, addr uint64) frameInfo {
 		return fi
 	}
 	m := p.find(addr)
-	if m == nil && s.now().Sub(p.lastRead) >= mapsRereadInterval && s.readMaps(p) {
-		m = p.find(addr)
+	if m == nil {
+		reread := false
+		if s.now().Sub(p.lastRead) >= p.reread {
+			reread = s.readMaps(p)
+		} else {
+			reread = s.checkExec(p, true) // just exec'd: read the new image's maps now
+		}
+		if reread {
+			m = p.find(addr)
+		}
 	}
 	switch {
 	case m == nil && !p.seen:
 		return frameInfo{reason: p.unseen} // not cached: retried later
-	case m == nil:
-		return frameInfo{reason: ReasonNoMapping}
+	case m == nil, isJITMapping(m.entry.Path):
+		return s.resolveJIT(p, m, addr) // not cached: JIT code changes
 	}
 	fi := s.resolveIn(p, m, addr)
 	p.cache[addr] = fi
+	return fi
+}
+
+// isJITMapping reports whether a mapping of this path may hold code that
+// a JIT compiler made: anonymous memory, named ([anon:…]) or not, and
+// memfd files; the perf map names it.
+func isJITMapping(path string) bool {
+	switch {
+	case path == "", strings.HasPrefix(path, "[anon"), strings.HasPrefix(path, "/memfd:"):
+		return true
+	}
+	return false
+}
+
+// resolveJIT names addr, in the anonymous mapping m or (m nil) in no
+// mapping of p, from p's perf map.
+func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameInfo {
+	fi := frameInfo{reason: ReasonNoMapping}
+	if m != nil {
+		if !m.opened {
+			s.open(p, m)
+		}
+		fi = frameInfo{mapping: m.mapping, reason: ReasonNoSymbol}
+	}
+	pm := p.perf
+	if pm == nil || pm.lookup(addr) == nil {
+		pm = s.perfMapOf(p, true)
+	} else {
+		pm = s.perfMapOf(p, false)
+	}
+	sym := pm.lookup(addr)
+	if sym == nil {
+		return fi
+	}
+	if fi.mapping == nil {
+		fi.mapping = pm.perfMapping()
+	}
+	fi.function, fi.systemName = demangleName(sym.Name), sym.Name
+	fi.start, fi.reason = sym.Start, ReasonNone
 	return fi
 }
 
@@ -149,7 +284,9 @@ func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInf
 		fi.reason = ReasonNoSymbol
 		return fi
 	}
+	s.mu.Unlock() // a compilation unit's first lookup reads its DWARF
 	fi.lines = m.bin.Lines(addr - m.bias)
+	s.mu.Lock()
 	sym, ok := m.bin.Lookup(addr - m.bias)
 	if !ok {
 		fi.reason = ReasonNoSymbol

@@ -3,6 +3,7 @@ package symbolize
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,13 +26,20 @@ type Options struct {
 // Symbolizer names the addresses of sampled stacks, kernel and user. It
 // caches kernel symbols (loaded once by New), one entry per process
 // (its executable mappings from /proc/PID/maps, read when the process is
-// first seen, and every address it resolved), and one entry per binary
-// (keyed by device and inode, shared by all processes). Caches grow until
-// Forget or Close: callers that see many short-lived processes should
-// Forget them.
+// first seen or has exec'd, and every address it resolved), and one
+// entry per binary (keyed by device and inode, shared by all processes;
+// opened when a process that maps it is first seen, read at its first
+// lookup). A process's entry stays after it exited, so that samples
+// read late still get names, until Forget or Close: callers that see
+// many short-lived processes should Forget each one after its last
+// sample.
 //
-// A Symbolizer is not safe for concurrent use: one goroutine calls it.
+// Stack is called from one goroutine at a time. Observe may be called
+// from another goroutine at the same time (the one reading samples), so
+// that a process is seen while it lives even when Stack is busy reading
+// a large binary's debug information.
 type Symbolizer struct {
+	mu        sync.Mutex // held by Stack except while it reads a binary
 	procRoot  string
 	debugDirs []string
 	kernel    *kernelSymbolizer
@@ -40,6 +48,7 @@ type Symbolizer struct {
 	vdso      *Binary
 	vdsoSize  uint64
 	vdsoTried bool
+	pending   int // binEntry files open, not read yet
 	stats     Stats
 	now       func() time.Time // time.Now; tests replace it
 }
@@ -52,8 +61,11 @@ type Stats struct {
 	Frames [numReasons]uint64
 	// Processes and Binaries are the number of processes and of binaries
 	// (device and inode) cached now; Binaries includes files found not
-	// to be ELF.
+	// to be ELF, and files opened but not read yet.
 	Processes, Binaries int
+	// PerfMapLinesSkipped counts the lines of perf maps
+	// (/tmp/perf-PID.map) skipped as malformed or longer than 4 KiB.
+	PerfMapLinesSkipped uint64
 }
 
 // Named returns the number of frames named.
@@ -68,8 +80,9 @@ func (s Stats) Unnamed() uint64 {
 	return n
 }
 
-// New returns a Symbolizer that has loaded the kernel's symbols from
-// opts.KallsymsPath (and module extents from <ProcRoot>/modules). A
+// New returns a Symbolizer that loads the kernel's symbols from
+// opts.KallsymsPath (and module extents from <ProcRoot>/modules) in the
+// background; the first kernel frame (or Note) waits for them. A
 // missing, unreadable or hidden (kptr_restrict) kallsyms is not an error:
 // kernel frames then stay unnamed and Note says why. New returns no error
 // today; the error is kept for future sources (debuginfod, say).
@@ -95,8 +108,15 @@ func New(opts Options) (*Symbolizer, error) {
 
 // Note returns one line, for the user, on why kernel frames cannot be
 // named (kallsyms hidden by kernel.kptr_restrict, or unreadable), or ""
-// when kernel symbols are available.
-func (s *Symbolizer) Note() string { return s.kernel.note }
+// when kernel symbols are available. It waits for kallsyms to be loaded
+// (New starts that in the background): call it after the rest of the
+// start-up to hide the 40-80 ms /proc/kallsyms takes to read.
+func (s *Symbolizer) Note() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kernel.wait()
+	return s.kernel.note
+}
 
 // Stack symbolizes one sample of process pid (the thread group id, as
 // /proc names processes). kernelIPs and userIPs are the callchains as
@@ -115,6 +135,8 @@ func (s *Symbolizer) Note() string { return s.kernel.note }
 // Mapping. With kallsyms hidden or unreadable, kernel frames carry the
 // [kernel.kallsyms] mapping with the range [0, 2^64-1).
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	frames := make([]Frame, 0, len(kernelIPs)+len(userIPs))
 	for i, addr := range kernelIPs {
 		fi := s.kernel.resolve(lookupAddr(i, addr))
@@ -123,6 +145,7 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	var p *process
 	if len(userIPs) > 0 {
 		p = s.process(pid)
+		s.checkExec(p, false)
 	}
 	for i, addr := range userIPs {
 		fi := s.resolveUser(p, lookupAddr(i, addr))
@@ -174,8 +197,28 @@ func (s *Symbolizer) appendFrames(frames []Frame, addr uint64, fi *frameInfo, ke
 	return append(frames, f)
 }
 
+// Observe makes sure that process pid has been seen: on first sight it
+// reads the process's maps and opens the files mapped executable, and it
+// re-reads them when the process has exec'd since (at most every 10 ms),
+// so that a later Stack of pid gets names even if the process has
+// exited by then. It costs a map lookup when there is nothing to do, and
+// about 0.1-1 ms (reading /proc/PID/maps) when there is. Observe may run
+// concurrently with Stack (see Symbolizer); calling it is optional, as
+// Stack does the same, but only when it gets to the sample.
+func (s *Symbolizer) Observe(pid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.procs[pid]; ok {
+		s.checkExec(p, false)
+		return
+	}
+	s.process(pid)
+}
+
 // Stats returns the counters so far.
 func (s *Symbolizer) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	st := s.stats
 	st.Processes, st.Binaries = len(s.procs), len(s.bins)
 	return st
@@ -184,12 +227,22 @@ func (s *Symbolizer) Stats() Stats {
 // Forget drops the cache of process pid (its mappings and addresses), as
 // when it exited; binaries stay cached. The next sample of pid reads its
 // maps again.
-func (s *Symbolizer) Forget(pid uint32) { delete(s.procs, pid) }
+func (s *Symbolizer) Forget(pid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.procs, pid)
+}
 
-// Close drops every cache. The Symbolizer keeps no file open between
-// calls, so Close never fails; it is idempotent. The Symbolizer must not
-// be used after Close, except to Close again.
+// Close drops every cache and closes the binaries held open (those
+// opened when a process was first seen, not read yet). Close never
+// fails; it is idempotent. The Symbolizer must not be used after Close,
+// except to Close again.
 func (s *Symbolizer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, be := range s.bins {
+		s.release(be)
+	}
 	clear(s.procs)
 	clear(s.bins)
 	s.vdso = nil

@@ -202,9 +202,9 @@ func TestStackRereadsMaps(t *testing.T) {
 	addr := base + elfSymbol(t, bin, "middle").Value
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"", ReasonNoMapping, "-"}})
 	fp.setMaps(pid, text)
-	now = now.Add(mapsRereadInterval / 2)
+	now = now.Add(minMapsReread / 2)
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"", ReasonNoMapping, "-"}})
-	now = now.Add(mapsRereadInterval / 2)
+	now = now.Add(mapsRereadInterval)
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"middle", ReasonNone, bin}})
 
 	// The binary is replaced by another mapping at the same place: the
