@@ -32,7 +32,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "run 'gprofile -h' for usage")
 		os.Exit(2)
 	}
+	stopDev := startDevProfiles()
 	code, err := run(opts)
+	stopDev()
 	var nf *errNotFound
 	if errors.As(err, &nf) {
 		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)

@@ -50,9 +50,6 @@ func run(o *options) (int, error) {
 		return 1, err
 	}
 	defer sym.Close()
-	if note := sym.Note(); note != "" {
-		fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
-	}
 	s, err := attach.Open(cfg)
 	if err != nil {
 		return 1, err
@@ -60,6 +57,12 @@ func run(o *options) (int, error) {
 	defer s.Close()
 	if err := s.Enable(); err != nil {
 		return 1, err
+	}
+	// Note waits for kallsyms, which loads in the background meanwhile.
+	for _, note := range []string{sym.Note(), symbolize.OpenInRootNote()} {
+		if note != "" && !o.quiet {
+			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
+		}
 	}
 	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
@@ -78,7 +81,7 @@ func run(o *options) (int, error) {
 		}
 	}
 	st := startStatus(o, s, start)
-	err = s.Run(ctx, func(smp *attach.Sample) { c.add(smp); st.tick(c.samples) })
+	err = collect(ctx, s, sym, c, st)
 	st.stop()
 	if err != nil {
 		return 1, err

@@ -291,19 +291,13 @@ func symCheckSubset(t *testing.T, folded []byte, comm, anchor string, want []str
 	symCheckWorkload(t, sub.Bytes(), comm, want...)
 }
 
-// symObserveWired says that cmd/gprofile calls Symbolizer.Observe from
-// the goroutine that reads samples and symbolizes in another one. Until
-// then, a process that starts and exits while the symbolizer reads
-// debug information for the first time (libc's from libc6-dbg takes
-// 0.3 s) is never seen alive, and its samples stay unnamed
-// (process-gone): TestSymShortLived/cold only logs its result.
-const symObserveWired = false
-
 // TestSymShortLived: processes that live 300 ms, one after another, are
 // named as well as a long-lived one, though each exits during the run.
 // In "warm", a first process of another name (warm, 2 s) has the shared
 // libraries' debug information read (0.3-0.8 s on a busy 2-CPU machine);
-// in "cold", the short-lived ones are the first to need it.
+// in "cold", the short-lived ones are the first to need it (gprofile reads
+// samples on one goroutine, which registers each new process at once with
+// Symbolizer.Observe, and symbolizes on another).
 func TestSymShortLived(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	bin := testutil.BuildC(t, symSrc+"short.c", "-O2", "-g", "-fno-omit-frame-pointer")
@@ -318,11 +312,6 @@ func TestSymShortLived(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := symProfileCommand(t, "sh", "-c", tt.script)
-			if tt.name == "cold" && !symObserveWired {
-				with, total := samplesWith(t, out, "short_a", "short_b", "short_c")
-				t.Logf("cold, without Observe wired: %d of %d samples of the short-lived processes named (not checked)", with, total)
-				return
-			}
 			c := symCheckWorkload(t, out, symComm(bin), "main", "short_a", "short_b", "short_c")
 			if c.total < 6*100 {
 				t.Errorf("%d samples of 6 processes of 0.3 s at 999 Hz, want at least %d", c.total, 6*100)
