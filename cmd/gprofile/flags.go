@@ -36,6 +36,7 @@ type options struct {
 	quiet    bool
 	perPID   bool     // folded: comm-PID
 	perTID   bool     // folded: comm-PID/TID
+	fullName bool     // folded: keep C++ parameter lists
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
@@ -91,6 +92,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	cgroupLabels := fs.Bool("cgroup-labels", false, "add the cgroup label (the task's cgroup v2 path) to every sample")
 	fs.BoolVar(&o.perPID, "per-pid", false, "folded: write the first frame as comm-PID")
 	fs.BoolVar(&o.perTID, "per-thread", false, "folded: write the first frame as comm-PID/TID")
+	fs.BoolVar(&o.fullName, "full-names", false, "folded: keep C++ parameter lists in function names")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: no status line, top table or summary on stderr")
 	fs.BoolVar(&o.list, "l", false, "list the events available on this machine and exit")
 	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")

@@ -228,7 +228,7 @@ func writeProfile(o *options, out *outFile, bw *bufio.Writer, c *collector, s *a
 	if err == nil {
 		switch o.format {
 		case formatFolded:
-			err = output.WriteFoldedOptions(bw, c.agg.Samples(), output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID})
+			err = output.WriteFoldedOptions(bw, c.agg.Samples(), output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID, FullNames: o.fullName})
 		case formatHTML:
 			title := fmt.Sprintf("gprofile: %s, %d samples, %.1f s", s.Event().Name, c.samples, elapsed.Seconds())
 			err = output.WriteFlameHTML(bw, c.agg.Samples(), title)

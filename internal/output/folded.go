@@ -45,6 +45,9 @@ type FoldedOptions struct {
 	// PerThread writes it as comm-PID/TID; the samples must have been
 	// aggregated by thread (Aggregator.AddSample with TID set).
 	PerThread bool
+	// FullNames keeps C++ parameter lists in function names (perf's
+	// --full-names style); by default they are cut (symbolize.ShortName).
+	FullNames bool
 }
 
 // WriteFoldedOptions is WriteFolded with the first frame chosen by opts.
@@ -98,7 +101,7 @@ func appendFoldedStack(buf []byte, s *Sample, opts FoldedOptions) []byte {
 		for i := len(frames) - 1; i >= 0; i-- {
 			if f := &frames[i]; isKernel(f) == kernel {
 				buf = append(buf, ';')
-				buf = appendFoldedName(buf, f)
+				buf = appendFoldedName(buf, f, opts.FullNames)
 			}
 		}
 	}
@@ -116,14 +119,22 @@ func appendFoldedStack(buf []byte, s *Sample, opts FoldedOptions) []byte {
 //   - otherwise (no mapping, an anonymous mapping, or a kernel frame)
 //     "[unknown]".
 //
-// Kernel frames get the suffix "_[k]". Names are sanitized for the folded
-// format: ';' becomes ':', and control characters (newlines and tabs
-// included), line separators and invalid UTF-8 become '?'.
+// C++ parameter lists are cut (symbolize.ShortName: "ns::f(int)" becomes
+// "ns::f"). Kernel frames get the suffix "_[k]". Names are sanitized for
+// the folded format: ';' becomes ':', and control characters (newlines
+// and tabs included), line separators and invalid UTF-8 become '?'.
 func FoldedName(f *symbolize.Frame) string {
-	return string(appendFoldedName(nil, f))
+	return string(appendFoldedName(nil, f, false))
 }
 
-func appendFoldedName(buf []byte, f *symbolize.Frame) []byte {
+// appendFoldedName appends FoldedName(f), with C++ parameter lists kept
+// when full is true.
+func appendFoldedName(buf []byte, f *symbolize.Frame, full bool) []byte {
+	if f.Function != "" && !full && !isKernel(f) {
+		short := *f
+		short.Function = symbolize.ShortName(f.Function)
+		f = &short
+	}
 	buf = appendFrameName(buf, f, true)
 	if isKernel(f) {
 		buf = append(buf, kernelSuffix...)

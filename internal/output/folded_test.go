@@ -103,7 +103,7 @@ func TestFoldedName(t *testing.T) {
 		want  string
 	}{
 		{symbolize.Frame{Function: "main.main"}, "main.main"},
-		{symbolize.Frame{Function: "std::vector<int>::push_back(int const&)"}, "std::vector<int>::push_back(int const&)"},
+		{symbolize.Frame{Function: "std::vector<int>::push_back(int const&)"}, "std::vector<int>::push_back"},
 		{symbolize.Frame{Function: "a;b\nc\r\x7fd\u2028e\xfff"}, "a:b?c??d?e?f"},
 		{symbolize.Frame{Function: "héllo_世界"}, "héllo_世界"},
 		{symbolize.Frame{Function: "schedule", Kernel: true, Mapping: kernel}, "schedule_[k]"},
@@ -141,6 +141,24 @@ func TestFoldedPerPIDAndThread(t *testing.T) {
 		}
 		if b.String() != c.want {
 			t.Errorf("%+v: got\n%s\nwant\n%s", c.opts, b.String(), c.want)
+		}
+	}
+}
+
+func TestFoldedFullNames(t *testing.T) {
+	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "ns::f(int, char const*)"}}}
+	a := NewAggregator()
+	a.Add(1, "app", st, 1)
+	for _, c := range []struct {
+		full bool
+		want string
+	}{{false, "app;ns::f 1\n"}, {true, "app;ns::f(int, char const*) 1\n"}} {
+		var b strings.Builder
+		if err := WriteFoldedOptions(&b, a.Samples(), FoldedOptions{FullNames: c.full}); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != c.want {
+			t.Errorf("FullNames %v: %q, want %q", c.full, b.String(), c.want)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func topEntries(samples []Sample) ([]topEntry, int64) {
 		total += s.Count
 		clear(seen)
 		for j, f := range stackFrames(s.Stack) {
-			name = appendFoldedName(name[:0], &f)
+			name = appendFoldedName(name[:0], &f, false)
 			k, ok := index[string(name)]
 			if !ok {
 				k = len(entries)
