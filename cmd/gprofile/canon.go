@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
@@ -30,12 +31,18 @@ func (c *collector) canonical(pid uint32, st *symbolize.Stack) *symbolize.Stack 
 		k = appendFrameKey(k, pid, f)
 	}
 	c.ckey = k
-	if canon, ok := c.canon[string(k)]; ok {
+	// The key is hashed to 128 bits: keys are long (names, paths), and
+	// there may be millions of stacks in a long run.
+	h := contentHash{maphash.Bytes(c.seeds[0], k), maphash.Bytes(c.seeds[1], k)}
+	if canon, ok := c.canon[h]; ok {
 		return canon
 	}
-	c.canon[string(k)] = st
+	c.canon[h] = st
 	return st
 }
+
+// contentHash is a 128-bit hash of a stack's content key.
+type contentHash [2]uint64
 
 func appendFrameKey(k []byte, pid uint32, f *symbolize.Frame) []byte {
 	ne := binary.NativeEndian

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -22,15 +23,16 @@ type collector struct {
 	agg     *output.Aggregator
 	stream  streamer                         // per-sample writer, or nil
 	stacks  map[uint32]map[string]stackEntry // pid -> raw IPs -> stacks
-	canon   map[string]*symbolize.Stack      // content key -> shared stack (canon.go)
-	ckey    []byte                           // reused content key buffer
-	exited  []exited                         // processes to evict, oldest first
-	comms   map[string]string                // interned comm strings
-	key     []byte                           // reused key buffer
-	tid     bool                             // aggregate by thread (tid label)
-	cpu     bool                             // aggregate by CPU (cpu label)
-	cgroups *attach.CgroupNames              // names cgroups (cgroup label), or nil
-	wall0   time.Time                        // wall time at CLOCK_MONOTONIC 0
+	canon   map[contentHash]*symbolize.Stack // content -> shared stack (canon.go)
+	seeds   [2]maphash.Seed
+	ckey    []byte              // reused content key buffer
+	exited  []exited            // processes to evict, oldest first
+	comms   map[string]string   // interned comm strings
+	key     []byte              // reused key buffer
+	tid     bool                // aggregate by thread (tid label)
+	cpu     bool                // aggregate by CPU (cpu label)
+	cgroups *attach.CgroupNames // names cgroups (cgroup label), or nil
+	wall0   time.Time           // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	err     error // first error of the stream writer
 }
@@ -41,7 +43,8 @@ func newCollector(sym *symbolize.Symbolizer, labels []string, stream streamer) *
 		agg:    output.NewAggregator(),
 		stream: stream,
 		stacks: map[uint32]map[string]stackEntry{},
-		canon:  map[string]*symbolize.Stack{},
+		canon:  map[contentHash]*symbolize.Stack{},
+		seeds:  [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		comms:  map[string]string{},
 		tid:    slices.Contains(labels, output.LabelTID),
 		cpu:    slices.Contains(labels, output.LabelCPU),

@@ -8,11 +8,10 @@ import (
 )
 
 // startDevProfiles profiles gprofile itself, for its developers: with
-// GPROFILE_CPUPROFILE=FILE a CPU profile of the whole run, with
-// GPROFILE_MEMPROFILE=FILE a heap profile at the end (after a GC). It
-// returns the function that writes them.
+// GPROFILE_CPUPROFILE=FILE, a CPU profile of the whole run. It returns the
+// function that stops it and writes the file.
 func startDevProfiles() func() {
-	cpuPath, memPath := os.Getenv("GPROFILE_CPUPROFILE"), os.Getenv("GPROFILE_MEMPROFILE")
+	cpuPath := os.Getenv("GPROFILE_CPUPROFILE")
 	var cpu *os.File
 	if cpuPath != "" {
 		var err error
@@ -28,17 +27,24 @@ func startDevProfiles() func() {
 			pprof.StopCPUProfile()
 			cpu.Close()
 		}
-		if memPath == "" {
-			return
-		}
-		f, err := os.Create(memPath)
-		if err == nil {
-			runtime.GC()
-			err = pprof.WriteHeapProfile(f)
-			f.Close()
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "gprofile: GPROFILE_MEMPROFILE: %v\n", err)
-		}
+	}
+}
+
+// writeDevHeapProfile writes a heap profile (after a GC) to
+// GPROFILE_MEMPROFILE=FILE when set: run calls it when sampling has ended
+// and everything gathered is still in memory.
+func writeDevHeapProfile() {
+	path := os.Getenv("GPROFILE_MEMPROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gprofile: GPROFILE_MEMPROFILE: %v\n", err)
 	}
 }

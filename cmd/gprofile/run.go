@@ -83,6 +83,7 @@ func run(o *options) (int, error) {
 	st := startStatus(o, s, start)
 	err = collect(ctx, s, sym, c, st)
 	st.stop()
+	writeDevHeapProfile()
 	if err != nil {
 		return 1, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -163,6 +164,34 @@ func (s *Symbolizer) load(be *binEntry) {
 		be.reason = ReasonBadELF
 	default:
 		be.reason = ReasonNoAccess
+	}
+}
+
+// sweepEvery is the least time between two sweeps of the binary cache.
+const sweepEvery = 10 * time.Second
+
+// sweepBinaries drops the binaries that no cached process maps any more
+// (their processes were forgotten), at most once every sweepEvery, so
+// that a long run over many short-lived programs does not keep every
+// binary's symbols and DWARF. A binary mapped again later is read again.
+// The caller holds s.mu.
+func (s *Symbolizer) sweepBinaries() {
+	now := s.now()
+	if now.Sub(s.lastSweep) < sweepEvery {
+		return
+	}
+	s.lastSweep = now
+	used := make(map[binKey]bool, len(s.bins))
+	for _, p := range s.procs {
+		for _, m := range p.maps {
+			used[keyOf(&m.entry)] = true
+		}
+	}
+	for key, be := range s.bins {
+		if !used[key] {
+			s.release(be)
+			delete(s.bins, key)
+		}
 	}
 }
 

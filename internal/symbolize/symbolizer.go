@@ -49,6 +49,7 @@ type Symbolizer struct {
 	vdsoSize  uint64
 	vdsoTried bool
 	pending   int // binEntry files open, not read yet
+	lastSweep time.Time
 	stats     Stats
 	now       func() time.Time // time.Now; tests replace it
 }
@@ -231,6 +232,7 @@ func (s *Symbolizer) Forget(pid uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.procs, pid)
+	s.sweepBinaries()
 }
 
 // Close drops every cache and closes the binaries held open (those

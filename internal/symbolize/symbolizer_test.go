@@ -288,3 +288,33 @@ func TestHiddenNote(t *testing.T) {
 		}
 	}
 }
+
+// TestForgetSweepsBinaries: a binary stays cached while some process maps
+// it, and is dropped (at the next sweep) once every such process is
+// forgotten.
+func TestForgetSweepsBinaries(t *testing.T) {
+	bin := buildProg(t, true)
+	text := textMapping(t, bin, 0x555555554000)
+	fp := newFakeProc(t)
+	fp.setMaps(20, text)
+	fp.setMaps(21, text)
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	addr := text.Start + 0x10
+	s.Stack(20, nil, []uint64{addr})
+	s.Stack(21, nil, []uint64{addr})
+	if n := s.Stats().Binaries; n != 1 {
+		t.Fatalf("%d binaries cached, want 1", n)
+	}
+	now = now.Add(sweepEvery)
+	s.Forget(20)
+	if n := s.Stats().Binaries; n != 1 {
+		t.Errorf("after forgetting one of two users: %d binaries, want 1", n)
+	}
+	now = now.Add(sweepEvery)
+	s.Forget(21)
+	if n := s.Stats().Binaries; n != 0 {
+		t.Errorf("after forgetting every user: %d binaries, want 0", n)
+	}
+}
