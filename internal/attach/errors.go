@@ -21,7 +21,7 @@ var (
 	// ErrNoRingbuf: the kernel has no BPF ring buffer (Linux < 5.8).
 	ErrNoRingbuf = errors.New("this kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF needs Linux 5.8 or newer)")
 	// ErrNoPMU: a hardware event was asked for on a machine without a PMU.
-	ErrNoPMU = errors.New("no hardware performance counter on this machine (a VM?): use the software event cpu-clock (--sw-event)")
+	ErrNoPMU = errors.New("no hardware performance counter on this machine (a VM?): sample the software event cpu-clock instead (-e cpu-clock)")
 	// ErrNoProcess: a target pid does not exist.
 	ErrNoProcess = errors.New("no such process")
 	// ErrFrequency: the frequency is 0 or above kernel.perf_event_max_sample_rate.
