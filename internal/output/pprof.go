@@ -98,7 +98,9 @@ func parseLabels(names []string) (labelSet, error) {
 // comm is "") and a numeric label "pid"; "tid" and "cpu" are numeric
 // labels too. Numeric labels have no unit. Its locations
 // are in stack order, leaf first: kernel leaf to kernel root, then user
-// leaf to user root. Frames that share an address are one location whose
+// leaf to user root. The address of every location but the two leaves is
+// the frame's return address minus one (see callSite), inside the call
+// instruction. Frames that share an address are one location whose
 // Line holds them innermost first, as pprof expects; a location whose
 // frames have no function name has no Line, so that pprof -symbolize can
 // name it later from the binary.
@@ -223,13 +225,32 @@ func (b *builder) stackLocations(st *symbolize.Stack) []*profile.Location {
 		frames := st.Frames
 		for i := 0; i < len(frames); {
 			j := locationEnd(frames, i)
-			locs = append(locs, b.location(frames[i:j]))
+			locs = append(locs, b.location(callSite(frames, i, j)))
 			i = j
 		}
 		b.stacks[st] = locs
 	}
 	// pprof's filters edit Sample.Location in place; give each its own.
 	return slices.Clone(locs)
+}
+
+// callSite returns frames[i:j], the frames of one location. When they are
+// not the leaf of their part (kernel or user) their address is a return
+// address; callSite then returns a copy at the address before it, inside
+// the call instruction, which is where the symbolizer looked them up and
+// where pprof's own symbolizer (go tool pprof -symbolize) must look too:
+// at the return address it would find the next line, or the next function
+// after a call that ends one. profile.proto allows a non-leaf address in
+// the middle of the call instruction; runtime/pprof writes the same.
+func callSite(frames []symbolize.Frame, i, j int) []symbolize.Frame {
+	if i == 0 || isKernel(&frames[i]) != isKernel(&frames[i-1]) || frames[i].Address == 0 {
+		return frames[i:j]
+	}
+	c := slices.Clone(frames[i:j])
+	for k := range c {
+		c[k].Address--
+	}
+	return c
 }
 
 // locationEnd returns the end of the location that starts at frames[i]:

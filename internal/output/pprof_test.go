@@ -177,9 +177,11 @@ func TestPprofRebase(t *testing.T) {
 		l   *profile.Location
 		off uint64
 	}{
-		{write100, offWrite},
-		{leaf(sampleOf(t, p, 200, "server", "jit_mul"), "plain_helper"), offPlain},
-		{leaf(sampleOf(t, p, 101, "app", "jit_add"), "main"), offMain},
+		{write100, offWrite}, // the user leaf: its address as sampled
+		// Callers: return address - 1, inside the call instruction, as
+		// pprof wants (see callSite).
+		{leaf(sampleOf(t, p, 200, "server", "jit_mul"), "plain_helper"), offPlain - 1},
+		{leaf(sampleOf(t, p, 101, "app", "jit_add"), "main"), offMain - 1},
 	} {
 		m := c.l.Mapping
 		if c.l.Address < m.Start || c.l.Address >= m.Limit || c.l.Address-m.Start+m.Offset != c.off {
@@ -221,11 +223,11 @@ func TestPprofLocations(t *testing.T) {
 			if got != want {
 				t.Errorf("unnamed location %d in %q, want %q", i, got, want)
 			}
-		} else if want != "" || l.Address != noMapAddr {
+		} else if want != "" || l.Address != noMapAddr-1 { // a caller: return address - 1
 			t.Errorf("location %d: no mapping at %#x, want %q", i, l.Address, want)
 		}
 	}
-	if l := u.Location[1]; l.Address-l.Mapping.Start+l.Mapping.Offset != offStripped {
+	if l := u.Location[1]; l.Address-l.Mapping.Start+l.Mapping.Offset != offStripped-1 {
 		t.Errorf("stripped frame at %#x", l.Address)
 	}
 
