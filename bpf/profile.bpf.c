@@ -64,6 +64,7 @@ const volatile __u64 cgroup_id = 0;    // the cgroup v2 id to keep
 const volatile __u32 cgroup_level = 0; // its depth below the root (root = 0)
 const volatile __u64 tp_period = 1;    // tracepoints: keep every Nth hit
 const volatile __u8 report_exits = 0;  // 1: send a FLAG_EXIT record per exit
+const volatile __u32 skip_tgid = 0;    // a process never sampled (gprofile itself)
 const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
 const volatile __u8 follow_forks = 1;  // 1: add children of targets
 const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
@@ -137,6 +138,8 @@ static __always_inline int is_target(__u32 tgid)
 static __always_inline int keep(__u32 tgid, __u32 tid)
 {
 	if (tgid == 0 && !include_idle)
+		return 0;
+	if (skip_tgid && tgid == skip_tgid)
 		return 0;
 	if (filter_tgid && !is_target(tgid))
 		return 0;

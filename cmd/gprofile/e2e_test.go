@@ -148,9 +148,14 @@ func TestWholeSystemPprof(t *testing.T) {
 	gp := buildGprofile(t)
 	startChain(t, 20)
 	path := filepath.Join(t.TempDir(), "whole.pb.gz")
-	out, err := exec.Command(gp, "-d", "2", "-f", "199", "-o", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gprofile: %v\n%s", err, out)
+	prof := exec.Command(gp, "-d", "2", "-f", "199", "-o", path)
+	var out bytes.Buffer
+	prof.Stdout, prof.Stderr = &out, &out
+	if err := prof.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prof.Wait(); err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, out.Bytes())
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -163,6 +168,11 @@ func TestWholeSystemPprof(t *testing.T) {
 	}
 	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
+	}
+	for _, smp := range p.Sample {
+		if pid := smp.NumLabel["pid"]; len(pid) == 1 && pid[0] == int64(prof.Process.Pid) {
+			t.Fatalf("gprofile sampled itself (use --self for that): %v", smp.Label)
+		}
 	}
 	names := map[string]bool{}
 	kernelNamed := false

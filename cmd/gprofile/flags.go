@@ -37,6 +37,7 @@ type options struct {
 	perPID   bool     // folded: comm-PID
 	perTID   bool     // folded: comm-PID/TID
 	fullName bool     // folded: keep C++ parameter lists
+	self     bool     // sample gprofile itself too
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
@@ -99,6 +100,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.folded, "E", false, "write folded stacks (comm;root;...;leaf count) instead of pprof")
 	fs.BoolVar(&o.swEvent, "sw-event", false, "sample the software cpu-clock event instead of hardware cycles")
 	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
+	fs.BoolVar(&o.self, "self", false, "include samples of gprofile itself (left out by default)")
 	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
 	err := fs.Parse(argv)
 	fs.Visit(func(f *flag.Flag) { o.freqSet = o.freqSet || f.Name == "f" })

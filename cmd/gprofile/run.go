@@ -109,6 +109,9 @@ func run(o *options) (int, error) {
 // the event, frequency or period, CPUs, pids, tids and the cgroup.
 func sampleConfig(o *options) (attach.Config, error) {
 	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, RingBytes: o.ringSize, ReportExits: true, Log: os.Stderr}
+	if !o.self {
+		cfg.SkipPID = uint32(os.Getpid())
+	}
 	if o.verbose {
 		cfg.Verbose = os.Stderr
 	}

@@ -51,6 +51,7 @@ const (
 	profileVarFollowForks  = "follow_forks"
 	profileVarIncludeIdle  = "include_idle"
 	profileVarReportExits  = "report_exits"
+	profileVarSkipTgid     = "skip_tgid"
 	profileVarTpPeriod     = "tp_period"
 	profileVarUnusedSample = "unused_sample"
 	profileVarWakeupBytes  = "wakeup_bytes"
@@ -129,6 +130,7 @@ type profileVariableSpecs struct {
 	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
 	IncludeIdle  *ebpf.VariableSpec `ebpf:"include_idle"`
 	ReportExits  *ebpf.VariableSpec `ebpf:"report_exits"`
+	SkipTgid     *ebpf.VariableSpec `ebpf:"skip_tgid"`
 	TpPeriod     *ebpf.VariableSpec `ebpf:"tp_period"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
 	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -185,6 +187,7 @@ type profileVariables struct {
 	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
 	IncludeIdle  *ebpf.Variable `ebpf:"include_idle"`
 	ReportExits  *ebpf.Variable `ebpf:"report_exits"`
+	SkipTgid     *ebpf.Variable `ebpf:"skip_tgid"`
 	TpPeriod     *ebpf.Variable `ebpf:"tp_period"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
 	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`

@@ -45,6 +45,10 @@ type Config struct {
 	SoftwareEvent bool
 	// IncludeIdle keeps samples of the idle task (pid 0).
 	IncludeIdle bool
+	// SkipPID is a process never sampled (0: none): gprofile leaves itself
+	// out, so that a whole-system profile does not show (and pay for
+	// symbolizing) the profiler.
+	SkipPID uint32
 	// RingBytes is the ring buffer size in bytes, a power of two and a
 	// multiple of the page size; 0 sizes it from FrequencyHz × CPUs.
 	RingBytes int
@@ -179,6 +183,7 @@ func (s *Sampler) load() error {
 		"wakeup_bytes": uint64(s.ringBytes / 4),
 		"tp_period":    max(s.cfg.Period, 1),
 		"report_exits": boolByte(s.cfg.ReportExits),
+		"skip_tgid":    s.cfg.SkipPID,
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
 		consts["filter_cgroup"] = uint8(1)
