@@ -56,5 +56,10 @@ check-layers:
 			echo "internal/$$from must not import internal/$$to"; exit 1; fi; \
 	done
 
+# Side-by-side benchmark with perf, bpftrace and BCC (bench/setup.sh installs
+# them); writes bench/results/DATE.md. About 13 minutes on 2 CPUs.
+bench: build
+	$(SUDO) bench/run.sh
+
 clean:
 	rm -rf bin

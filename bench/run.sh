@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# bench/run.sh: gprofile side by side with perf, bpftrace and BCC on a
+# CPU-bound workload. Run as root from anywhere (make bench builds gprofile
+# first); bench/setup.sh installs the other profilers. Takes about 13
+# minutes on 2 CPUs with the defaults. Writes bench/results/DATE.md (and
+# DATE.csv with every run) and prints the markdown.
+#
+# Environment (defaults in brackets):
+#   BENCH_FREQS [99,999,4999]  frequencies, Hz
+#   BENCH_REPS [5]             interleaved rounds of every configuration
+#   BENCH_SECONDS [3]          workload seconds per run
+#   BENCH_CAPTURE_REPS [2]     repetitions of each timed 1 s capture
+#   BENCH_LONG [60]            seconds of the long gprofile run (0: skip)
+#   BENCH_RINGBUF [1]          run the ring buffer throughput test (0: skip)
+#   GPROFILE [bin/gprofile]    the gprofile binary to measure
+#   BCC_KERNEL_SOURCE          kernel headers for BCC (found if unset)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+cd "$root"
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bench/run.sh: run as root (sudo make bench): it loads BPF programs" >&2
+	exit 1
+fi
+
+freqs=${BENCH_FREQS:-99,999,4999}
+reps=${BENCH_REPS:-5}
+seconds=${BENCH_SECONDS:-3}
+capture_reps=${BENCH_CAPTURE_REPS:-2}
+long=${BENCH_LONG:-60}
+ringbuf=${BENCH_RINGBUF:-1}
+gprofile=${GPROFILE:-$root/bin/gprofile}
+
+work=$(mktemp -d /tmp/gprofile-bench.XXXXXX)
+harness_pid=""
+old_bpf_stats=$(sysctl -n kernel.bpf_stats_enabled)
+
+cleanup() {
+	local rc=$?
+	if [ -n "$harness_pid" ] && kill -0 "$harness_pid" 2>/dev/null; then
+		kill -TERM "$harness_pid" 2>/dev/null || true
+		wait "$harness_pid" 2>/dev/null || true
+	fi
+	sysctl -qw kernel.bpf_stats_enabled="$old_bpf_stats" || true
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+note() { printf 'bench: %s\n' "$*" >&2; }
+
+# Profilers that are missing are skipped, with the reason in the report.
+skip=""
+skip_cfg() {
+	note "skipping $1: $2"
+	skip="$skip$1=$2;"
+}
+command -v perf >/dev/null || skip_cfg perf "perf not installed (bench/setup.sh)"
+command -v bpftrace >/dev/null || skip_cfg bpftrace "bpftrace not installed (bench/setup.sh)"
+if ! command -v profile-bpfcc >/dev/null; then
+	skip_cfg bcc "profile-bpfcc not installed (bench/setup.sh)"
+elif [ -z "${BCC_KERNEL_SOURCE:-}" ] && [ ! -e "/lib/modules/$(uname -r)/build" ] &&
+	[ ! -e /sys/kernel/kheaders.tar.xz ]; then
+	# No headers for the running kernel: give BCC the distribution's
+	# (Debian splits them in -common and -ARCH; BCC wants one tree).
+	common=$(find /usr/src -maxdepth 1 -name 'linux-headers-*-common' | sort -V | tail -n 1)
+	arch=${common%-common}-$(dpkg --print-architecture 2>/dev/null || echo amd64)
+	if [ -n "$common" ] && [ -d "$arch" ]; then
+		cp -rs "$common" "$work/kheaders"
+		cp -rsf "$arch/." "$work/kheaders/"
+		export BCC_KERNEL_SOURCE=$work/kheaders
+		note "no headers for kernel $(uname -r); BCC uses $(basename "$arch")"
+	else
+		skip_cfg bcc "no kernel headers (bench/setup.sh)"
+	fi
+fi
+
+note "building the workload, the floor program and the harness"
+cc -O2 -g -fno-omit-frame-pointer -pthread -o "$work/workload" bench/workload.c
+go build -o "$work/floor" ./bench/floor
+go build -o "$work/harness" ./bench/harness
+go build -o "$work/ringbuf" ./bench/ringbuf
+if [ ! -x "$gprofile" ]; then
+	note "building gprofile"
+	make build
+fi
+# Measure one binary throughout, even if bin/gprofile is rebuilt meanwhile.
+cp "$gprofile" "$work/gprofile"
+gprofile=$work/gprofile
+version=$(git describe --always --dirty 2>/dev/null || echo unknown)
+
+sysctl -qw kernel.bpf_stats_enabled=1
+
+stamp=$(date +%Y-%m-%d-%H%M)
+mkdir -p bench/results
+out=bench/results/$stamp.md
+
+ringbuf_md=""
+if [ "$ringbuf" = 1 ]; then
+	note "ring buffer throughput test"
+	ringbuf_md=$work/ringbuf.md
+	"$work/ringbuf" -workload "$work/workload" -o "$ringbuf_md" &
+	harness_pid=$!
+	wait "$harness_pid" || { note "ring buffer test failed"; ringbuf_md=""; }
+	harness_pid=""
+fi
+
+note "running the matrix: $freqs Hz, $reps rounds of ${seconds}s; see progress below"
+"$work/harness" -workload "$work/workload" -floor "$work/floor" -gprofile "$gprofile" \
+	-gprofile-version "$version" -freqs "$freqs" -reps "$reps" -seconds "$seconds" \
+	-capture-reps "$capture_reps" -long "$long" -skip "$skip" -ringbuf "$ringbuf_md" \
+	-work "$work/runs" -o "$out" -csv "${out%.md}.csv" &
+harness_pid=$!
+wait "$harness_pid"
+harness_pid=""
+
+cat "$out"
+note "wrote $out and ${out%.md}.csv"
