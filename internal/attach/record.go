@@ -63,9 +63,11 @@ type Sample struct {
 	KernelIPs, UserIPs []uint64
 }
 
-// decodeRecord fills s from one ring buffer record, reusing s's slices.
-// It returns an error for a record too short for its own lengths.
-func decodeRecord(raw []byte, s *Sample) error {
+// DecodeRecord fills s from one ring buffer record (the layout of struct
+// sample in bpf/profile.bpf.c), reusing s's slices; Run does this for
+// every record. It returns an error for a record too short for its own
+// stack lengths, or with lengths that are not whole IPs.
+func DecodeRecord(raw []byte, s *Sample) error {
 	if len(raw) < offIPs {
 		return fmt.Errorf("sample record of %d bytes, want at least %d", len(raw), offIPs)
 	}

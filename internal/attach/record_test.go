@@ -55,7 +55,7 @@ func makeRecord(comm string, kips, uips []uint64) []byte {
 func TestDecodeRecord(t *testing.T) {
 	raw := makeRecord("worker", []uint64{0xffffffff81000010, 0xffffffff81000020}, []uint64{0x401000, 0x401100, 0x401200})
 	var s Sample
-	if err := decodeRecord(raw, &s); err != nil {
+	if err := DecodeRecord(raw, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.TimeNs != 123456789 || s.Period != 10101010 || s.CgroupID != 777 || s.PID != 42 || s.TID != 43 || s.CPU != 1 || s.Flags != FlagUserStackError {
@@ -71,7 +71,7 @@ func TestDecodeRecord(t *testing.T) {
 		t.Errorf("user ips %x", s.UserIPs)
 	}
 	// Reuse: a shorter record must not leave old IPs behind.
-	if err := decodeRecord(makeRecord("a-full-sixteen-b", nil, []uint64{7}), &s); err != nil {
+	if err := DecodeRecord(makeRecord("a-full-sixteen-b", nil, []uint64{7}), &s); err != nil {
 		t.Fatal(err)
 	}
 	if len(s.KernelIPs) != 0 || len(s.UserIPs) != 1 || string(s.Comm) != "a-full-sixteen-b" {
@@ -93,7 +93,7 @@ func TestDecodeRecordBad(t *testing.T) {
 	}
 	for name, raw := range bad {
 		var s Sample
-		if err := decodeRecord(raw, &s); err == nil {
+		if err := DecodeRecord(raw, &s); err == nil {
 			t.Errorf("%s: decoded without error", name)
 		}
 	}
@@ -104,7 +104,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 	var s Sample
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := decodeRecord(raw, &s); err != nil {
+		if err := DecodeRecord(raw, &s); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var s Sample
-		if decodeRecord(raw, &s) != nil {
+		if DecodeRecord(raw, &s) != nil {
 			return
 		}
 		if offIPs+8*(len(s.KernelIPs)+len(s.UserIPs)) > len(raw) || len(s.Comm) > commLen {

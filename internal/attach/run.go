@@ -183,7 +183,7 @@ func (s *Sampler) Run(ctx context.Context, fn func(*Sample)) error {
 		err := s.reader.ReadInto(&rec)
 		switch {
 		case err == nil:
-			if decodeRecord(rec.RawSample, &smp) != nil {
+			if DecodeRecord(rec.RawSample, &smp) != nil {
 				s.malformed++
 				continue
 			}

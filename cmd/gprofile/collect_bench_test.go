@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/binary"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/symbolize"
+)
+
+// BenchmarkHotPath is the per-sample path of a run once caches are warm:
+// a ring buffer record is decoded (attach), its stack is found in the
+// collector's memo (symbolized once, on the first pass), and the sample is
+// aggregated. The stack is a real one of this process: 24 user frames in
+// the test binary's own functions, 4 kernel frames.
+func BenchmarkHotPath(b *testing.B) {
+	sym, err := symbolize.New(symbolize.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sym.Close()
+	c := newCollector(sym, nil, nil)
+	pcs := []uint64{
+		uint64(reflect.ValueOf(BenchmarkHotPath).Pointer()),
+		uint64(reflect.ValueOf(newCollector).Pointer()),
+		uint64(reflect.ValueOf(trimJunk).Pointer()),
+	}
+	var user []uint64
+	for i := 0; len(user) < 24; i++ {
+		user = append(user, pcs[i%len(pcs)]+uint64(i))
+	}
+	raw := benchRecord(uint32(os.Getpid()), []uint64{0xffffffff81000010, 0xffffffff81000020, 0xffffffff81000030, 0xffffffff81000040}, user)
+	var smp attach.Sample
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := attach.DecodeRecord(raw, &smp); err != nil {
+			b.Fatal(err)
+		}
+		c.add(&smp)
+	}
+}
+
+// benchRecord builds a ring buffer record in the layout of struct sample
+// (bpf/profile.bpf.c).
+func benchRecord(pid uint32, kernel, user []uint64) []byte {
+	ne := binary.NativeEndian
+	const offIPs = 64
+	raw := make([]byte, offIPs+8*(len(kernel)+len(user)))
+	ne.PutUint64(raw[0:], 1)       // time_ns
+	ne.PutUint64(raw[8:], 1000000) // period
+	ne.PutUint32(raw[24:], pid)
+	ne.PutUint32(raw[28:], pid)
+	ne.PutUint32(raw[40:], uint32(8*len(kernel)))
+	ne.PutUint32(raw[44:], uint32(8*len(user)))
+	copy(raw[48:64], "bench")
+	for i, ip := range append(append([]uint64{}, kernel...), user...) {
+		ne.PutUint64(raw[offIPs+8*i:], ip)
+	}
+	return raw
+}
