@@ -189,6 +189,13 @@ func TestWholeSystemPprof(t *testing.T) {
 			t.Errorf("function %s not in the profile", fn)
 		}
 	}
+	// Function.StartLine: the line of chain_c's first instruction, its
+	// declaration in testdata/chain.c.
+	for _, fn := range p.Function {
+		if fn.Name == "chain_c" && (fn.StartLine < 19 || fn.StartLine > 21) {
+			t.Errorf("chain_c starts at line %d, want 19-21 (testdata/chain.c)", fn.StartLine)
+		}
+	}
 	if !kernelNamed {
 		t.Error("no named kernel frame in a whole-system profile")
 	}

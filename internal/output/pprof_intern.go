@@ -163,6 +163,9 @@ func (b *builder) function(f *symbolize.Frame) *profile.Function {
 	}
 	k := functionKey{name: f.Function, systemName: sys, filename: f.File}
 	if fn, ok := b.functions[k]; ok {
+		if fn.StartLine == 0 { // an inlined copy came first
+			fn.StartLine = int64(f.StartLine)
+		}
 		return fn
 	}
 	fn := &profile.Function{
@@ -170,6 +173,7 @@ func (b *builder) function(f *symbolize.Frame) *profile.Function {
 		Name:       f.Function,
 		SystemName: sys,
 		Filename:   f.File,
+		StartLine:  int64(f.StartLine),
 	}
 	b.p.Function = append(b.p.Function, fn)
 	b.functions[k] = fn

@@ -29,6 +29,10 @@ type Frame struct {
 	// .gopclntab; "" and 0 when there is no line information.
 	File string
 	Line int
+	// StartLine is the source line of the function's first instruction
+	// (from the line table at SymbolStart), for pprof's Function.StartLine;
+	// 0 when unknown and for inlined frames.
+	StartLine int
 	// Inlined reports that this frame's function was inlined into the next
 	// frame of the slice (which has the same Address).
 	Inlined bool

@@ -20,6 +20,7 @@ type frameInfo struct {
 	mapping              *Mapping
 	reason               Reason
 	lines                []SourceLine // Binary.Lines: inlined first, physical last
+	startLine            int          // line of the function's first instruction
 }
 
 // kernelSymbolizer names kernel addresses from kallsyms and caches them.

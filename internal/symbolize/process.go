@@ -295,5 +295,12 @@ func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInf
 	fi.function, fi.systemName = sym.Function, sym.SystemName
 	fi.start = sym.Start + m.bias
 	fi.reason = ReasonNone
+	if len(fi.lines) > 0 {
+		s.mu.Unlock() // the entry is in the same unit: read already
+		if ls := m.bin.Lines(sym.Start); len(ls) > 0 {
+			fi.startLine = ls[len(ls)-1].Line
+		}
+		s.mu.Lock()
+	}
 	return fi
 }

@@ -190,6 +190,7 @@ func (s *Symbolizer) appendFrames(frames []Frame, addr uint64, fi *frameInfo, ke
 		Kernel:      kernel,
 		Mapping:     fi.mapping,
 		Reason:      fi.reason,
+		StartLine:   fi.startLine,
 	}
 	if n > 0 {
 		f.File, f.Line = fi.lines[n-1].File, fi.lines[n-1].Line
