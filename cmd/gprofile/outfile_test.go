@@ -4,7 +4,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 func TestOutFileCommitKeepsOld(t *testing.T) {
@@ -56,5 +59,29 @@ func TestOutFileAbortLeavesNothing(t *testing.T) {
 func TestOutFileUnwritable(t *testing.T) {
 	if _, err := createOut(filepath.Join(t.TempDir(), "no", "such", "dir", "p.pb.gz")); err == nil {
 		t.Error("created a profile in a directory that does not exist")
+	}
+}
+
+// TestOutFileSudoOwner: under sudo the profile belongs to the user who ran
+// sudo (SUDO_UID/SUDO_GID), not to root.
+func TestOutFileSudoOwner(t *testing.T) {
+	testutil.RequirePrivileges(t) // chown needs root
+	t.Setenv("SUDO_UID", "65534")
+	t.Setenv("SUDO_GID", "65533")
+	path := filepath.Join(t.TempDir(), "p.pb.gz")
+	o, err := createOut(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(o.writer(), "profile")
+	if err := o.commit(); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 65534 || st.Gid != 65533 {
+		t.Errorf("owned by %d:%d, want 65534:65533", st.Uid, st.Gid)
 	}
 }
