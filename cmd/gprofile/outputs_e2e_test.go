@@ -388,25 +388,6 @@ func TestPprofResymbolize(t *testing.T) {
 	}
 }
 
-// chromiumRun runs headless chromium on url with extra arguments and
-// returns its standard output. It skips without chromium (fails in CI).
-func chromiumRun(t *testing.T, url string, extra ...string) []byte {
-	t.Helper()
-	chromium := testutil.RequireTool(t, "chromium")
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + filepath.Join(t.TempDir(), "chromium"), "--virtual-time-budget=5000"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, append(append(args, extra...), url)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
-	}
-	return stdout.Bytes()
-}
-
 var scriptRx = regexp.MustCompile(`(?is)<script.*?</script>`)
 
 // TestViewInChromium serves the view fixture in-process and renders the
@@ -444,7 +425,7 @@ func TestViewInChromium(t *testing.T) {
 		}
 	}
 
-	dom := chromiumRun(t, url, "--dump-dom")
+	dom := testutil.RunChromium(t, url, "--dump-dom")
 	drawn := scriptRx.ReplaceAll(dom, nil)
 	for _, fn := range []string{viewFixtureHotName, viewFixtureMainName} {
 		if !bytes.Contains(drawn, []byte(fn)) {
@@ -453,7 +434,7 @@ func TestViewInChromium(t *testing.T) {
 	}
 
 	shot := filepath.Join(t.TempDir(), "view.png")
-	chromiumRun(t, url, "--window-size=1200,800", "--screenshot="+shot)
+	testutil.RunChromium(t, url, "--window-size=1200,800", "--screenshot="+shot)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatal(err)

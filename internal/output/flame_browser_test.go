@@ -2,42 +2,14 @@ package output
 
 import (
 	"bytes"
-	"context"
 	"github.com/gprofile/gprofile/internal/testutil"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
-
-// chromiumPath is where Debian's chromium package puts the browser.
-const chromiumPath = "/usr/bin/chromium"
-
-// runChromium runs headless chromium on url with extra arguments and
-// returns its standard output. It skips the test when chromium is not
-// installed.
-func runChromium(t *testing.T, url string, extra ...string) []byte {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		testutil.RequireTool(t, "chromium") // skips, or fails in CI (GPROFILE_REQUIRE_PRIV=1)
-	}
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + filepath.Join(t.TempDir(), "chromium"), "--virtual-time-budget=5000"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromiumPath, append(append(args, extra...), url)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
-	}
-	return stdout.Bytes()
-}
 
 // writeFlamePage writes the fixture's flame graph to a file and returns
 // the file's URL.
@@ -62,7 +34,7 @@ var frameRx = regexp.MustCompile(`<g [^>]*name="([^"]*)" class="frame[^"]*">`)
 // after it, and that a search given in the URL highlights frames.
 func TestFlameHTMLInChromium(t *testing.T) {
 	url := writeFlamePage(t)
-	dom := string(runChromium(t, url+"#search=fact", "--dump-dom"))
+	dom := string(testutil.RunChromium(t, url+"#search=fact", "--dump-dom"))
 	if !strings.Contains(dom, `<svg width=`) || !strings.Contains(dom, `class="partition d3-flame-graph"`) {
 		t.Fatalf("no flame graph svg in the rendered page:\n%.2000s", dom)
 	}
@@ -106,7 +78,7 @@ func TestFlameHTMLInChromium(t *testing.T) {
 func TestFlameHTMLScreenshot(t *testing.T) {
 	url := writeFlamePage(t)
 	shot := filepath.Join(t.TempDir(), "flame.png")
-	runChromium(t, url, "--screenshot="+shot, "--window-size=1200,800", "--hide-scrollbars")
+	testutil.RunChromium(t, url, "--screenshot="+shot, "--window-size=1200,800", "--hide-scrollbars")
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatal(err)
