@@ -27,6 +27,7 @@
 #define FLAG_KSTACK_ERR 1 // bpf_get_stack failed for the kernel stack
 #define FLAG_USTACK_ERR 2 // bpf_get_stack failed for the user stack
 #define FLAG_EXIT 4       // not a sample: process tgid exited (no stacks)
+#define FLAG_EXEC 8       // not a sample: process tgid exec'd a new program
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -258,8 +259,31 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+// send_event sends a stackless record (FLAG_EXIT, FLAG_EXEC) about the
+// current task's process.
+static __always_inline void send_event(__u32 tgid, __u32 flag, __u64 wakeup)
+{
+	__u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return;
+	s->time_ns = bpf_ktime_get_ns();
+	s->period = 0;
+	s->cgroup_id = 0;
+	s->tgid = tgid;
+	s->tid = tgid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->flags = flag;
+	s->kstack_len = 0;
+	s->ustack_len = 0;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	bpf_ringbuf_output(&events, s, __builtin_offsetof(struct sample, ips), wakeup);
+}
+
 // start_at_exec turns a target waiting for its exec on, once the new
-// program is loaded (as perf's enable_on_exec does).
+// program is loaded (as perf's enable_on_exec does); with report_exits it
+// also tells the reader at once (waking it), so that a process that lives
+// a few milliseconds is seen alive, its new maps read.
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(start_at_exec, struct task_struct *p)
 {
@@ -267,6 +291,8 @@ int BPF_PROG(start_at_exec, struct task_struct *p)
 	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 	if (v && *v == TARGET_AT_EXEC)
 		*v = TARGET_ON;
+	if (report_exits && keep(tgid, tgid))
+		send_event(tgid, FLAG_EXEC, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -280,22 +306,7 @@ int BPF_PROG(report_exit, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	if (!keep(tgid, tgid))
 		return 0;
-	struct sample *s;
-	__u32 zero = 0;
-	s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return 0;
-	s->time_ns = bpf_ktime_get_ns();
-	s->period = 0;
-	s->cgroup_id = 0;
-	s->tgid = tgid;
-	s->tid = tgid;
-	s->cpu = bpf_get_smp_processor_id();
-	s->flags = FLAG_EXIT;
-	s->kstack_len = 0;
-	s->ustack_len = 0;
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	bpf_ringbuf_output(&events, s, __builtin_offsetof(struct sample, ips), BPF_RB_NO_WAKEUP);
+	send_event(tgid, FLAG_EXIT, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

@@ -34,6 +34,10 @@ func collect(ctx context.Context, s *attach.Sampler, sym *symbolize.Symbolizer, 
 	}()
 	var n uint64
 	err := s.Run(ctx, func(smp *attach.Sample) {
+		if smp.Flags&attach.FlagProcessExec != 0 {
+			sym.Observe(smp.PID) // its new program, while it lives
+			return
+		}
 		if smp.Flags&attach.FlagProcessExit == 0 {
 			sym.Observe(smp.PID)
 			n++

@@ -17,6 +17,9 @@ const (
 	// FlagProcessExit marks a record that is not a sample: process PID
 	// ended at TimeNs (Config.ReportExits). It has no stacks.
 	FlagProcessExit = 1 << 2
+	// FlagProcessExec marks a record that is not a sample: process PID
+	// exec'd a new program at TimeNs (Config.ReportExits). No stacks.
+	FlagProcessExec = 1 << 3
 )
 
 // Offsets of struct sample in bpf/profile.bpf.c; TestRecordLayout checks

@@ -25,7 +25,9 @@ type Config struct {
 	// they fork while sampling runs; nil samples every process.
 	PIDs []uint32
 	// ReportExits asks for a Sample with FlagProcessExit when a process
-	// (thread group) ends, so that caches about it can be dropped.
+	// (thread group) ends, so that caches about it can be dropped, and one
+	// with FlagProcessExec (waking the reader at once) when a process has
+	// exec'd, so that its new maps can be read while it lives.
 	ReportExits bool
 	// AtExec delays sampling of PIDs until each one's next exec completes
 	// (as perf's enable_on_exec), for a command started by gprofile.
@@ -267,17 +269,20 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 			s.logf("gprofile: exits of processes are not reported (%v)\n", err)
 		}
 	}
+	if s.cfg.AtExec || s.cfg.ReportExits {
+		err := s.attachTracingProg(progs.StartAtExec, "sched_process_exec")
+		if err != nil && s.cfg.AtExec {
+			return fmt.Errorf("attach sched_process_exec (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
+		}
+		if err != nil {
+			s.logf("gprofile: execs of processes are not reported (%v)\n", err)
+		}
+	}
 	if s.cfg.PIDs == nil {
 		return nil
 	}
 	if err := s.attachTracingProg(progs.FollowFork, "sched_process_fork"); err != nil {
 		s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
-	}
-	if !s.cfg.AtExec {
-		return nil
-	}
-	if err := s.attachTracingProg(progs.StartAtExec, "sched_process_exec"); err != nil {
-		return fmt.Errorf("attach sched_process_exec (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
 	}
 	return nil
 }

@@ -132,8 +132,9 @@ func TestOpenBadRingSize(t *testing.T) {
 	}
 }
 
-// TestSamplerReportsExits: with ReportExits, a process that ends yields a
-// FlagProcessExit record with its pid and no stacks.
+// TestSamplerReportsExits: with ReportExits, a process that execs and ends
+// yields a FlagProcessExec and a FlagProcessExit record with its pid and
+// no stacks.
 func TestSamplerReportsExits(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, ReportExits: true})
@@ -151,8 +152,11 @@ func TestSamplerReportsExits(t *testing.T) {
 	pid := uint32(cmd.Process.Pid)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	found := false
+	found, exec := false, false
 	err = s.Run(ctx, func(smp *Sample) {
+		if smp.Flags&FlagProcessExec != 0 && smp.PID == pid {
+			exec = true
+		}
 		if smp.Flags&FlagProcessExit != 0 && smp.PID == pid {
 			found = true
 			if len(smp.KernelIPs)+len(smp.UserIPs) != 0 || string(smp.Comm) != "true" {
@@ -163,7 +167,7 @@ func TestSamplerReportsExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !found {
-		t.Errorf("no exit record for pid %d", pid)
+	if !found || !exec {
+		t.Errorf("pid %d: exit record %v, exec record %v; want both", pid, found, exec)
 	}
 }
