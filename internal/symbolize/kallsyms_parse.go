@@ -61,12 +61,8 @@ func parseKallsyms(data []byte) (*Kallsyms, error) {
 	}
 	n := 0
 	for lineNo := 1; len(data) > 0; lineNo++ {
-		line := data
-		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
-			line, data = data[:nl], data[nl+1:]
-		} else {
-			data = nil
-		}
+		var line []byte
+		line, data, _ = bytes.Cut(data, newline)
 		if len(line) == 0 {
 			continue
 		}

@@ -52,6 +52,9 @@ func (e *MapsSyntaxError) Error() string {
 
 const deletedSuffix = " (deleted)"
 
+// newline splits the line-based files this package parses.
+var newline = []byte{'\n'}
+
 // ParseMaps parses /proc/PID/maps text into its entries, in file order
 // (ascending Start). Malformed lines never stop it: they are skipped, and
 // the entries of all other lines come back together with a
@@ -64,12 +67,8 @@ func ParseMaps(r io.Reader) ([]MapsEntry, error) {
 	var bad *MapsSyntaxError
 	lastPath := ""
 	for lineNo := 1; len(data) > 0; lineNo++ {
-		line := data
-		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
-			line, data = data[:nl], data[nl+1:]
-		} else {
-			data = nil
-		}
+		var line []byte
+		line, data, _ = bytes.Cut(data, newline)
 		if len(line) == 0 {
 			continue
 		}

@@ -42,12 +42,8 @@ type PerfMapSymbol struct {
 // are skipped and counted in skipped. The symbols come in file order.
 func ParsePerfMap(data []byte) (syms []PerfMapSymbol, skipped int) {
 	for len(data) > 0 {
-		line := data
-		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
-			line, data = data[:nl], data[nl+1:]
-		} else {
-			data = nil
-		}
+		var line []byte
+		line, data, _ = bytes.Cut(data, newline)
 		if len(line) == 0 {
 			continue
 		}
