@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
+	gpattach "github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
@@ -48,17 +48,17 @@ func bareLoop(rd *ringbuf.Reader) (uint64, error) {
 	return readLoop(rd, func([]byte) {})
 }
 
-// gprofileLoop does per record what gprofile does: decode it (as
-// internal/attach decodeRecord) and add it (as cmd/gprofile's collector:
+// gprofileLoop does per record what gprofile does: decode it
+// (attach.DecodeRecord) and add it (as cmd/gprofile's collector:
 // one map lookup by pid and raw IPs, symbolize a stack on first sight,
 // intern the comm, aggregate). sym is made before sampling starts, as
 // gprofile does (loading kallsyms takes a while).
 func gprofileLoop(rd *ringbuf.Reader, sym *symbolize.Symbolizer) (uint64, error) {
 	c := &collector{sym: sym, agg: output.NewAggregator(), stacks: map[string]*symbolize.Stack{}, comms: map[string]string{}}
-	var s sample
+	var s gpattach.Sample
 	var bad error
 	n, err := readLoop(rd, func(raw []byte) {
-		if err := decode(raw, &s); err != nil {
+		if err := gpattach.DecodeRecord(raw, &s); err != nil {
 			bad = err
 			return
 		}
@@ -73,44 +73,6 @@ func gprofileLoop(rd *ringbuf.Reader, sym *symbolize.Symbolizer) (uint64, error)
 	return n, err
 }
 
-// sample mirrors attach.Sample.
-type sample struct {
-	timeNs, period       uint64
-	pid, tid, cpu, flags uint32
-	comm                 []byte
-	kernelIPs, userIPs   []uint64
-}
-
-// decode mirrors attach.decodeRecord (bpf/profile.bpf.c struct sample).
-func decode(raw []byte, s *sample) error {
-	const offIPs = 56
-	if len(raw) < offIPs {
-		return fmt.Errorf("record of %d bytes", len(raw))
-	}
-	ne := binary.NativeEndian
-	klen, ulen := ne.Uint32(raw[32:]), ne.Uint32(raw[36:])
-	if klen%8 != 0 || ulen%8 != 0 || offIPs+int(klen)+int(ulen) > len(raw) {
-		return fmt.Errorf("record of %d bytes with stacks of %d and %d bytes", len(raw), klen, ulen)
-	}
-	s.timeNs, s.period = ne.Uint64(raw[0:]), ne.Uint64(raw[8:])
-	s.pid, s.tid, s.cpu, s.flags = ne.Uint32(raw[16:]), ne.Uint32(raw[20:]), ne.Uint32(raw[24:]), ne.Uint32(raw[28:])
-	comm := raw[40:56]
-	if i := bytes.IndexByte(comm, 0); i >= 0 {
-		comm = comm[:i]
-	}
-	s.comm = comm
-	kn, un := int(klen/8), int(ulen/8)
-	s.kernelIPs = s.kernelIPs[:0]
-	for i := 0; i < kn; i++ {
-		s.kernelIPs = append(s.kernelIPs, ne.Uint64(raw[offIPs+8*i:]))
-	}
-	s.userIPs = s.userIPs[:0]
-	for i := 0; i < un; i++ {
-		s.userIPs = append(s.userIPs, ne.Uint64(raw[offIPs+8*(kn+i):]))
-	}
-	return nil
-}
-
 // collector mirrors cmd/gprofile's collector.
 type collector struct {
 	sym    *symbolize.Symbolizer
@@ -120,27 +82,27 @@ type collector struct {
 	key    []byte
 }
 
-func (c *collector) add(s *sample) {
-	k := binary.NativeEndian.AppendUint32(c.key[:0], s.pid)
-	k = binary.NativeEndian.AppendUint16(k, uint16(len(s.kernelIPs)))
-	for _, ip := range s.kernelIPs {
+func (c *collector) add(s *gpattach.Sample) {
+	k := binary.NativeEndian.AppendUint32(c.key[:0], s.PID)
+	k = binary.NativeEndian.AppendUint16(k, uint16(len(s.KernelIPs)))
+	for _, ip := range s.KernelIPs {
 		k = binary.NativeEndian.AppendUint64(k, ip)
 	}
-	for _, ip := range s.userIPs {
+	for _, ip := range s.UserIPs {
 		k = binary.NativeEndian.AppendUint64(k, ip)
 	}
 	c.key = k
 	st, ok := c.stacks[string(k)]
 	if !ok {
-		st = c.sym.Stack(s.pid, s.kernelIPs, s.userIPs)
+		st = c.sym.Stack(s.PID, s.KernelIPs, s.UserIPs)
 		c.stacks[string(k)] = st
 	}
-	comm, ok := c.comms[string(s.comm)]
+	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
-		comm = string(s.comm)
+		comm = string(s.Comm)
 		c.comms[comm] = comm
 	}
-	c.agg.Add(s.pid, comm, st, int64(s.period))
+	c.agg.Add(s.PID, comm, st, int64(s.Period))
 }
 
 func writeTable(path string, rs []stepResult, d time.Duration) error {

@@ -327,17 +327,19 @@ func buildTemplates(pid uint32) ([][]byte, error) {
 		names = append(names, fmt.Sprintf("chain%d", i))
 	}
 	names = append(names, "spin")
-	const hdr = 56
+	// The layout of struct sample in bpf/profile.bpf.c (attach.DecodeRecord
+	// reads it; its test checks the offsets against the BPF object).
+	const hdr = 64
 	size := hdr + 8*len(names)
 	var out [][]byte
 	ne := binary.NativeEndian
 	for t := 0; t < templates; t++ {
 		b := make([]byte, size)
-		ne.PutUint64(b[8:], 1e9/genHz)
-		ne.PutUint32(b[16:], pid)
-		ne.PutUint32(b[20:], pid)
-		ne.PutUint32(b[36:], uint32(8*len(names)))
-		copy(b[40:56], "workload")
+		ne.PutUint64(b[8:], 1e9/genHz)             // period
+		ne.PutUint32(b[24:], pid)                  // tgid
+		ne.PutUint32(b[28:], pid)                  // tid
+		ne.PutUint32(b[44:], uint32(8*len(names))) // ustack_len
+		copy(b[48:64], "workload")
 		for i, n := range names {
 			s, ok := addr[n]
 			if !ok {
