@@ -52,6 +52,6 @@ func (s *Sampler) Counters() (Counters, error) {
 		UserStackErrors:   sums[counterUserStackErr],
 		Filtered:          sums[counterFiltered],
 		Forks:             sums[counterForks],
-		Malformed:         s.malformed,
+		Malformed:         s.malformed.Load(),
 	}, nil
 }

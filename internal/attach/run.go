@@ -184,7 +184,7 @@ func (s *Sampler) Run(ctx context.Context, fn func(*Sample)) error {
 		switch {
 		case err == nil:
 			if DecodeRecord(rec.RawSample, &smp) != nil {
-				s.malformed++
+				s.malformed.Add(1)
 				continue
 			}
 			fn(&smp)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -73,7 +74,7 @@ type Sampler struct {
 	fds       []int
 	links     []link.Link
 	reader    *ringbuf.Reader
-	malformed uint64
+	malformed atomic.Uint64 // read by Counters from any goroutine
 	enabled   bool
 	closed    bool
 }
