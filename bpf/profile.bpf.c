@@ -69,6 +69,7 @@ const volatile __u32 skip_tgid = 0;    // a process never sampled (gprofile itse
 const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
 const volatile __u8 follow_forks = 1;  // 1: add children of targets
 const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
+const volatile __u8 user_mode_check = 0; // 1 (amd64): no kernel walk for user-mode samples
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -151,8 +152,10 @@ static __always_inline int keep(__u32 tgid, __u32 tid)
 	return 1;
 }
 
-// take_sample records the current task's stacks and submits them.
-static __always_inline int take_sample(void *ctx, __u64 period)
+// take_sample records the current task's stacks and submits them. in_user
+// says the sample interrupted user mode, where the kernel stack is empty:
+// the kernel walk (get_perf_callchain would find nothing) is then skipped.
+static __always_inline int take_sample(void *ctx, __u64 period, int in_user)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -177,7 +180,7 @@ static __always_inline int take_sample(void *ctx, __u64 period)
 	s->flags = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-	long klen = bpf_get_stack(ctx, s->ips, MAX_STACK_DEPTH * 8, 0);
+	long klen = in_user ? 0 : bpf_get_stack(ctx, s->ips, MAX_STACK_DEPTH * 8, 0);
 	if (klen < 0) {
 		s->flags |= FLAG_KSTACK_ERR;
 		count(COUNTER_KSTACK_ERR);
@@ -215,7 +218,10 @@ static __always_inline int take_sample(void *ctx, __u64 period)
 SEC("perf_event")
 int profile(struct bpf_perf_event_data *ctx)
 {
-	return take_sample(ctx, ctx->sample_period);
+	// x86-64: the privilege level of the interrupted code is in the low
+	// two bits of cs (3: user mode), as the kernel's user_mode(regs).
+	int in_user = user_mode_check && (ctx->regs.cs & 3) == 3;
+	return take_sample(ctx, ctx->sample_period, in_user);
 }
 
 // profile_tp runs on every hit of a tracepoint perf event (the kernel calls
@@ -233,7 +239,7 @@ int profile_tp(void *ctx)
 		if (*hits % tp_period != 0)
 			return 0;
 	}
-	return take_sample(ctx, tp_period);
+	return take_sample(ctx, tp_period, 0);
 }
 
 // Just the fields we read; CO-RE relocates them against kernel BTF.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
@@ -187,6 +188,9 @@ func (s *Sampler) load() error {
 		"tp_period":    max(s.cfg.Period, 1),
 		"report_exits": boolByte(s.cfg.ReportExits),
 		"skip_tgid":    s.cfg.SkipPID,
+		// The program reads cs from x86-64 pt_regs (the layout it was
+		// built with) to skip the kernel walk of user-mode samples.
+		"user_mode_check": boolByte(runtime.GOARCH == "amd64"),
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
 		consts["filter_cgroup"] = uint8(1)
