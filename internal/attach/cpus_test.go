@@ -45,8 +45,8 @@ func TestRingSize(t *testing.T) {
 		want int
 	}{
 		{99, 2, 1 << 20},
-		{999, 2, 2 << 20},
-		{4999, 2, 16 << 20},
+		{999, 2, 1 << 20},
+		{4999, 2, 8 << 20},
 		{100000, 256, 1 << 28},
 	} {
 		if got := ringSize(c.hz, c.ncpu); got != c.want {

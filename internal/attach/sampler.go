@@ -150,10 +150,13 @@ func (s *Sampler) CPUs() []int { return s.cpus }
 // RingBytes returns the ring buffer size in bytes.
 func (s *Sampler) RingBytes() int { return s.ringBytes }
 
-// ringSize returns RingBytes, or a size for half a second of the largest
-// records at hz on ncpu CPUs: a power of two between 1 MiB and 256 MiB.
+// ringSize returns a ring buffer size for a quarter of a second of the
+// largest records at hz on ncpu CPUs (typical records, 200–400 bytes, fill
+// it in 1–2 s, against the reader's 100 ms poll): a power of two between
+// 1 MiB and 256 MiB. The kernel maps the data pages twice (for records
+// that wrap), so the ring counts twice its size in gprofile's RSS.
 func ringSize(hz uint64, ncpu int) int {
-	want := hz * uint64(ncpu) * (offIPs + maxIPsBytes) / 2
+	want := hz * uint64(ncpu) * (offIPs + maxIPsBytes) / 4
 	size := uint64(1) << 20
 	if want > size {
 		size = 1 << bits.Len64(want-1)
