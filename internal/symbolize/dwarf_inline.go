@@ -2,13 +2,8 @@ package symbolize
 
 import (
 	"cmp"
-	"debug/dwarf"
 	"slices"
 )
-
-// attrMIPSLinkageName is DW_AT_MIPS_linkage_name, the linkage name of
-// DWARF before version 4, which GCC and older Clang still emit.
-const attrMIPSLinkageName dwarf.Attr = 0x2007
 
 // maxOriginHops bounds how many DW_AT_abstract_origin and
 // DW_AT_specification references a name lookup follows.
@@ -18,36 +13,30 @@ const maxOriginHops = 4
 // DW_TAG_subprogram with code and every DW_TAG_inlined_subroutine, in
 // pre-order.
 type inlineTree struct {
-	nodes []inlNode
-	funcs []pcRange // subprogram ranges, sorted by lo; idx is into nodes
+	nodes  []inlNode
+	ranges [][2]uint64 // [lo, hi) address ranges of the nodes
+	funcs  []pcRange   // subprogram ranges, sorted by lo; idx is into nodes
 }
 
 // inlNode is a subprogram (physical) or an inlined call. Its subtree is
-// nodes[i+1:end].
+// nodes[i+1:end]; its ranges are tree.ranges[rlo:rhi].
 type inlNode struct {
-	ranges   [][2]uint64 // [lo, hi) address ranges
-	name     funcName    // resolved from ref on first use
-	ref      nameRef
+	name     funcName // resolved from die on first use
+	die      uint64   // .debug_info offset of the DIE
 	named    bool
+	physical bool
 	end      int32
+	rlo, rhi int32
 	callFile uint32 // DW_AT_call_file, a file index of the CU
 	callLine uint32 // DW_AT_call_line
-	physical bool
 }
 
 // funcName is a function's display and system (linkage) names.
 type funcName struct{ display, system string }
 
-// nameRef is what a DIE says about its function's name, resolved only
-// when an address in it is looked up: most never are.
-type nameRef struct {
-	linkage, plain string       // DW_AT_linkage_name (or MIPS), DW_AT_name
-	origin         dwarf.Offset // DW_AT_abstract_origin or DW_AT_specification; 0 if none
-}
-
-// contains reports whether one of n's ranges holds pc.
-func (n *inlNode) contains(pc uint64) bool {
-	for _, r := range n.ranges {
+// contains reports whether one of n's ranges in t holds pc.
+func (t *inlineTree) contains(n *inlNode, pc uint64) bool {
+	for _, r := range t.ranges[n.rlo:n.rhi] {
 		if r[0] <= pc && pc < r[1] {
 			return true
 		}
@@ -64,35 +53,68 @@ func (u *unitLoader) readInlineTree(cu *cuLines) {
 			*t = inlineTree{}
 		}
 	}()
-	r := u.d.Reader()
-	r.Seek(cu.entry.Offset)
-	if e, err := r.Next(); err != nil || e == nil || !e.Children {
+	root := u.d.rootOf(cu.u)
+	if !root.ok || !root.children {
+		return
+	}
+	r, ok := u.d.newDIEReader(cu.u, root.firstChild)
+	if !ok {
 		return
 	}
 	w := treeWalk{tree: t, depth: 1}
 	for w.depth > 0 {
-		e, err := r.Next()
-		if err != nil {
-			*t = inlineTree{} // half a tree would mislead
-			return
-		}
-		if e == nil || isUnit(e.Tag) { // the CU's terminator is missing
-			w.close(0)
+		off := uint64(r.b.off)
+		ab := r.next()
+		if ab == nil {
+			if r.b.bad {
+				*t = inlineTree{} // half a tree would mislead
+				return
+			}
+			w.close(0) // the CU's terminator is missing
 			break
 		}
-		if e.Tag == 0 { // end of a child list
+		if ab == &nullDIE { // end of a child list
 			w.close(w.depth - 1)
 			continue
 		}
-		n := u.treeNode(t, e, w.inFunc > 0)
+		n, sib := u.treeNode(t, &r, ab, off, w.inFunc > 0)
 		switch {
-		case n < 0 && !holdsCode(e.Tag):
-			r.SkipChildren()
-		case e.Children:
+		case r.b.bad:
+			*t = inlineTree{}
+			return
+		case n < 0 && !holdsCode(ab.tag):
+			if ab.children {
+				r.skipChildren(off, sib)
+			}
+		case ab.children:
 			w.open(n)
 		}
 	}
 	slices.SortFunc(t.funcs, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
+}
+
+// skipChildren moves r past the children of the DIE at off just read:
+// to its DW_AT_sibling sib when that lies ahead in the unit, else by
+// walking them.
+func (r *dieReader) skipChildren(off, sib uint64) {
+	if sib > off && sib <= uint64(len(r.b.data)) && sib >= uint64(r.b.off) {
+		r.b.off = int(sib)
+		return
+	}
+	for depth := 1; depth > 0 && !r.b.bad; {
+		ab := r.next()
+		switch {
+		case ab == nil:
+			return
+		case ab == &nullDIE:
+			depth--
+		default:
+			r.skipAttrs(ab)
+			if ab.children {
+				depth++
+			}
+		}
+	}
 }
 
 // treeWalk tracks the open subtrees while readInlineTree walks DIEs.
@@ -133,194 +155,152 @@ func (w *treeWalk) close(depth int) {
 	}
 }
 
-// treeNode appends e to t when it is a subprogram with code, or (inside
-// one) an inlined subroutine, and returns its index; -1 otherwise.
-func (u *unitLoader) treeNode(t *inlineTree, e *dwarf.Entry, inFunc bool) int {
-	physical := e.Tag == dwarf.TagSubprogram
-	if !physical && (e.Tag != dwarf.TagInlinedSubroutine || !inFunc) {
-		return -1
+// treeNode reads the attributes of the DIE at off (abbreviation ab) and
+// appends it to t when it is a subprogram with code, or (inside one) an
+// inlined subroutine; it returns its index (-1 otherwise) and the DIE's
+// DW_AT_sibling (0 if none).
+func (u *unitLoader) treeNode(t *inlineTree, r *dieReader, ab *abbrev, off uint64, inFunc bool) (int, uint64) {
+	physical := ab.tag == tagSubprogram
+	if !physical && (ab.tag != tagInlinedSubroutine || !inFunc) {
+		return -1, r.skipAttrs(ab)
 	}
-	rs, err := entryRanges(u.d, e)
-	if err != nil || len(rs) == 0 {
-		return -1 // a declaration or an abstract instance: no code
+	var pc pcAttrs
+	var sib uint64
+	callFile, callLine := int64(-1), int64(0)
+	specs := r.specs(ab)
+	for i := range specs {
+		a := &specs[i]
+		switch a.attr {
+		case attrLowpc:
+			pc.low, pc.hasLow = r.value(a), true
+		case attrHighpc:
+			pc.high, pc.hasHigh = r.value(a), true
+		case attrRanges:
+			pc.ranges, pc.hasRanges = r.value(a), true
+		case attrCallFile:
+			if v := r.value(a); v.isConst() {
+				callFile = int64(v.u)
+			}
+		case attrCallLine:
+			if v := r.value(a); v.isConst() {
+				callLine = int64(v.u)
+			}
+		case attrSibling:
+			sib = r.ref(r.value(a))
+		default:
+			skipForm(&r.b, a.form, r.u)
+		}
+	}
+	if r.b.bad {
+		return -1, 0
+	}
+	rlo := len(t.ranges)
+	t.ranges = u.d.rangesOf(r.u, &pc, t.ranges)
+	if len(t.ranges) == rlo {
+		return -1, sib // a declaration or an abstract instance: no code
 	}
 	i := len(t.nodes)
-	n := inlNode{ranges: rs, ref: refOf(e), physical: physical, end: int32(i + 1)}
-	if f, ok := e.Val(dwarf.AttrCallFile).(int64); ok && f >= 0 {
-		n.callFile = uint32(f)
-	} else {
-		n.callFile = noFile
+	n := inlNode{die: off, physical: physical, end: int32(i + 1), rlo: int32(rlo), rhi: int32(len(t.ranges)), callFile: noFile}
+	if callFile >= 0 && callFile < int64(noFile) {
+		n.callFile = uint32(callFile)
 	}
-	if l, ok := e.Val(dwarf.AttrCallLine).(int64); ok && l > 0 {
-		n.callLine = uint32(l)
+	if callLine > 0 && callLine <= int64(^uint32(0)) {
+		n.callLine = uint32(callLine)
 	}
 	t.nodes = append(t.nodes, n)
 	if physical {
-		for _, r := range rs {
-			if r[0] < r[1] {
-				t.funcs = append(t.funcs, pcRange{lo: r[0], hi: r[1], idx: int32(i)})
-			}
+		for _, rg := range t.ranges[rlo:] {
+			t.funcs = append(t.funcs, pcRange{lo: rg[0], hi: rg[1], idx: int32(i)})
 		}
 	}
-	return i
-}
-
-// entryRanges returns the address ranges of e: from DW_AT_low_pc and
-// DW_AT_high_pc directly, the common case, else from d.Ranges, which
-// also reads the DIE's unit entry for its base address (DW_AT_ranges).
-func entryRanges(d *dwarf.Data, e *dwarf.Entry) ([][2]uint64, error) {
-	var low, high uint64
-	var lowOK bool
-	var highField *dwarf.Field
-	hasRanges := false
-	for i := range e.Field {
-		f := &e.Field[i]
-		switch f.Attr {
-		case dwarf.AttrLowpc:
-			low, lowOK = f.Val.(uint64)
-		case dwarf.AttrHighpc:
-			highField = f
-		case dwarf.AttrRanges:
-			hasRanges = true
-		}
-	}
-	if !lowOK || highField == nil || hasRanges {
-		return d.Ranges(e)
-	}
-	switch v := highField.Val.(type) {
-	case uint64:
-		if highField.Class != dwarf.ClassAddress {
-			return d.Ranges(e)
-		}
-		high = v
-	case int64:
-		high = low + uint64(v) // ClassConstant: an offset from low
-	default:
-		return d.Ranges(e)
-	}
-	if high <= low {
-		return nil, nil
-	}
-	return [][2]uint64{{low, high}}, nil
+	return i, sib
 }
 
 // holdsCode reports whether DIEs of tag may have subprograms or inlined
 // subroutines among their descendants; the walk skips the subtrees of
 // the others (through DW_AT_sibling where the producer wrote it), and of
-// subprograms without code.
-func holdsCode(tag dwarf.Tag) bool {
+// subprograms without code: lexical blocks, namespaces, modules,
+// classes, structures and unions.
+func holdsCode(tag uint16) bool {
 	switch tag {
-	case dwarf.TagLexDwarfBlock, dwarf.TagNamespace, dwarf.TagModule,
-		dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+	case 0x0b, 0x39, 0x1e, 0x02, 0x13, 0x17:
 		return true
 	}
 	return false
-}
-
-// isUnit reports whether tag is that of a unit's root DIE.
-func isUnit(tag dwarf.Tag) bool {
-	switch tag {
-	case dwarf.TagCompileUnit, dwarf.TagPartialUnit, dwarf.TagTypeUnit, dwarf.TagSkeletonUnit:
-		return true
-	}
-	return false
-}
-
-// refOf returns the name attributes of e.
-func refOf(e *dwarf.Entry) nameRef {
-	var ref nameRef
-	for _, f := range e.Field {
-		switch f.Attr {
-		case dwarf.AttrLinkageName, attrMIPSLinkageName:
-			if s, ok := f.Val.(string); ok && s != "" && ref.linkage == "" {
-				ref.linkage = s
-			}
-		case dwarf.AttrName:
-			ref.plain, _ = f.Val.(string)
-		case dwarf.AttrAbstractOrigin:
-			if off, ok := f.Val.(dwarf.Offset); ok {
-				ref.origin = off
-			}
-		case dwarf.AttrSpecification:
-			if off, ok := f.Val.(dwarf.Offset); ok && ref.origin == 0 {
-				ref.origin = off
-			}
-		}
-	}
-	return ref
-}
-
-// resolve returns the name ref stands for, as nameOf finds it.
-func (u *unitLoader) resolve(ref nameRef) funcName {
-	if ref.linkage != "" {
-		return funcName{display: demangleName(ref.linkage), system: ref.linkage}
-	}
-	if ref.origin != 0 {
-		fn, cached := u.names[ref.origin]
-		if !cached {
-			if e := u.entryAt(ref.origin); e != nil {
-				fn = u.nameOf(e, maxOriginHops-1)
-			}
-			u.names[ref.origin] = fn
-		}
-		if fn.system != "" {
-			return fn
-		}
-	}
-	return funcName{display: ref.plain, system: ref.plain}
 }
 
 // nodeName returns the name of node n, resolving it on first use.
 func (x *dwarfLines) nodeName(n *inlNode) funcName {
 	if !n.named {
-		n.name, n.named = x.own.resolve(n.ref), true
-		n.ref = nameRef{}
+		n.name, n.named = x.own.nameAt(n.die, maxOriginHops), true
 	}
 	return n.name
 }
 
-// nameOf returns the name of the function e is (an instance of): its
-// demangled DW_AT_linkage_name (or DW_AT_MIPS_linkage_name), else the name
-// of the DIE its DW_AT_abstract_origin or DW_AT_specification refers to
-// (found the same way, at most hops references deep, and cached), else
-// its DW_AT_name.
-func (u *unitLoader) nameOf(e *dwarf.Entry, hops int) funcName {
-	for _, a := range []dwarf.Attr{dwarf.AttrLinkageName, attrMIPSLinkageName} {
-		if ln, ok := e.Val(a).(string); ok && ln != "" {
-			return funcName{display: demangleName(ln), system: ln}
+// nameAt returns the name of the function the DIE at .debug_info offset
+// off is (an instance of): its demangled DW_AT_linkage_name (or
+// DW_AT_MIPS_linkage_name), else the name of the DIE its
+// DW_AT_abstract_origin or DW_AT_specification refers to (found the same
+// way, at most hops references deep, and cached), else its DW_AT_name.
+// References into other files (dwz's DW_FORM_GNU_ref_alt) are not
+// followed.
+func (u *unitLoader) nameAt(off uint64, hops int) funcName {
+	d := u.d
+	un := d.unitAt(off)
+	if un == nil {
+		return funcName{}
+	}
+	r, ok := d.newDIEReader(un, off)
+	if !ok {
+		return funcName{}
+	}
+	ab := r.next()
+	if ab == nil || ab == &nullDIE {
+		return funcName{}
+	}
+	var linkage, mips, name attrVal
+	var origin, spec uint64
+	specs := r.specs(ab)
+	for i := range specs {
+		a := &specs[i]
+		switch a.attr {
+		case attrLinkageName:
+			linkage = r.value(a)
+		case attrMIPSLinkageName:
+			mips = r.value(a)
+		case attrName:
+			name = r.value(a)
+		case attrAbstractOrigin:
+			origin = r.ref(r.value(a))
+		case attrSpecification:
+			spec = r.ref(r.value(a))
+		default:
+			skipForm(&r.b, a.form, un)
 		}
 	}
-	off, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-	if !ok {
-		off, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+	if r.b.bad {
+		return funcName{}
 	}
-	if ok && hops > 0 {
-		fn, cached := u.names[off]
+	for _, v := range []attrVal{linkage, mips} {
+		if s := d.strOf(un, v); s != "" {
+			return funcName{display: demangleName(s), system: s}
+		}
+	}
+	if origin == 0 {
+		origin = spec
+	}
+	if origin != 0 && hops > 0 {
+		fn, cached := u.names[origin]
 		if !cached {
-			if ref := u.entryAt(off); ref != nil {
-				fn = u.nameOf(ref, hops-1)
-			}
-			u.names[off] = fn
+			fn = u.nameAt(origin, hops-1)
+			u.names[origin] = fn
 		}
 		if fn.system != "" {
 			return fn
 		}
 	}
-	name, _ := e.Val(dwarf.AttrName).(string)
-	return funcName{display: name, system: name}
-}
-
-// entryAt returns the DIE at off, or nil.
-func (u *unitLoader) entryAt(off dwarf.Offset) *dwarf.Entry {
-	if u.reader == nil {
-		u.reader = u.d.Reader()
-	}
-	u.reader.Seek(off)
-	e, err := u.reader.Next()
-	if err != nil || e == nil || e.Offset != off {
-		return nil
-	}
-	return e
+	s := d.strOf(un, name)
+	return funcName{display: s, system: s}
 }
 
 // expand returns the source lines of pc in cu, innermost first: the
@@ -341,7 +321,7 @@ func (x *dwarfLines) expand(cu *cuLines, pc uint64) []SourceLine {
 	chain := x.chain[:0]
 	for i, limit := root+1, int(t.nodes[root].end); i < limit; {
 		n := &t.nodes[i]
-		if n.physical || !n.contains(pc) {
+		if n.physical || !t.contains(n, pc) {
 			i = max(int(n.end), i+1)
 			continue
 		}

@@ -2,9 +2,6 @@ package symbolize
 
 import (
 	"cmp"
-	"debug/dwarf"
-	"errors"
-	"io"
 	"slices"
 	"sync"
 )
@@ -14,37 +11,32 @@ import (
 // that overlap or nest).
 const maxRangeWalk = 8
 
-// maxNullEntries is how many null DIEs in a row buildIndex reads between
-// units before it gives up: debug/dwarf returns null entries without
-// moving on when a LEB128 runs off the end of corrupt data.
-const maxNullEntries = 4096
-
 // dwarfLines answers line and inlining queries from DWARF. It parses
 // nothing up front: the first query builds an index of compilation unit
-// (CU) address ranges, and each CU's line table and inline tree are read
-// on its first query and kept. Every debug/dwarf call is guarded: corrupt
-// DWARF gives no lines, never a panic.
+// (CU) address ranges (from .debug_aranges, else each unit's root DIE),
+// and each CU's line table and inline tree are read on its first query
+// and kept. Corrupt DWARF gives no lines, never a panic.
 type dwarfLines struct {
 	mu      sync.Mutex
-	d       *dwarf.Data
+	d       *dwarfData
 	indexed bool
 	ranges  []pcRange // CU ranges, sorted by lo; idx is into units
 	units   []*cuLines
-	own     *unitLoader // loads units for lines, under mu
+	own     *unitLoader // resolves names for lines, under mu
 	chain   []int       // scratch for expand
 }
 
-// unitLoader reads compilation units; each goroutine that reads them has
-// its own (a dwarf.Reader is not safe for concurrent use).
+// unitLoader resolves function names; each goroutine that does has its
+// own cache.
 type unitLoader struct {
-	d      *dwarf.Data
-	names  map[dwarf.Offset]funcName // resolved function names, by DIE
-	reader *dwarf.Reader             // for following references
+	d     *dwarfData
+	names map[uint64]funcName // resolved function names, by DIE offset
+	rows  []lineRow           // scratch for line programs
 }
 
 // newUnitLoader returns a unitLoader of d.
-func newUnitLoader(d *dwarf.Data) *unitLoader {
-	return &unitLoader{d: d, names: make(map[dwarf.Offset]funcName)}
+func newUnitLoader(d *dwarfData) *unitLoader {
+	return &unitLoader{d: d, names: make(map[uint64]funcName)}
 }
 
 // pcRange is the address range [lo, hi) of the item at index idx.
@@ -56,10 +48,10 @@ type pcRange struct {
 // cuLines is what one CU says about addresses: its line table and its
 // inline tree. It is filled on first use (loaded).
 type cuLines struct {
-	entry *dwarf.Entry // the CU's DIE
-	once  sync.Once    // loads files, rows and tree
-	files []string     // file names, by DWARF file index
-	rows  []lineRow    // line table, sorted by address
+	u     *unit
+	once  sync.Once // loads files, rows and tree
+	files []string  // file names, by DWARF file index
+	rows  []lineRow // line table, sorted by address
 	tree  inlineTree
 }
 
@@ -78,7 +70,7 @@ const (
 )
 
 // newDWARFLines returns a line source for d.
-func newDWARFLines(d *dwarf.Data) *dwarfLines {
+func newDWARFLines(d *dwarfData) *dwarfLines {
 	return &dwarfLines{d: d, own: newUnitLoader(d)}
 }
 
@@ -99,36 +91,37 @@ func (x *dwarfLines) lines(pc uint64) []SourceLine {
 	return x.expand(cu, pc)
 }
 
-// buildIndex reads the range of every CU (DW_AT_low_pc/high_pc or
-// DW_AT_ranges) into x.ranges. On corrupt DWARF it keeps what it read
-// before the damage.
+// buildIndex reads the ranges of every unit with code into x.ranges:
+// its .debug_aranges set when it has one, else its root DIE's
+// DW_AT_low_pc/high_pc or DW_AT_ranges. Corrupt units are left out.
 func (x *dwarfLines) buildIndex() {
 	defer func() {
 		if recover() != nil {
 			x.ranges, x.units = nil, nil
 		}
 	}()
-	r := x.d.Reader()
-	for nulls := 0; nulls < maxNullEntries; {
-		e, err := r.Next()
-		if err != nil || e == nil {
-			break
-		}
-		if e.Tag == 0 {
-			nulls++ // padding, or a reader stuck on an unterminated LEB128
+	sets, _ := x.d.arangeSets()
+	var rs [][2]uint64
+	for _, u := range x.d.units {
+		if !u.hasCode() {
 			continue
 		}
-		nulls = 0
-		if e.Tag == dwarf.TagCompileUnit {
-			rs, _ := x.d.Ranges(e)
-			for _, rg := range rs {
-				if rg[0] < rg[1] {
-					x.ranges = append(x.ranges, pcRange{lo: rg[0], hi: rg[1], idx: int32(len(x.units))})
-				}
+		set, ok := sets[u.off]
+		if ok {
+			rs = set
+		} else {
+			root := x.d.rootOf(u)
+			if !root.ok || (root.tag != tagCompileUnit && root.tag != tagSkeletonUnit) {
+				continue
 			}
-			x.units = append(x.units, &cuLines{entry: e})
+			a := pcAttrs{low: root.low, high: root.high, ranges: root.rngs,
+				hasLow: root.lowSet, hasHigh: root.highSet, hasRanges: root.rangesSet}
+			rs = x.d.rangesOf(u, &a, rs[:0])
 		}
-		r.SkipChildren()
+		for _, rg := range rs {
+			x.ranges = append(x.ranges, pcRange{lo: rg[0], hi: rg[1], idx: int32(len(x.units))})
+		}
+		x.units = append(x.units, &cuLines{u: u})
 	}
 	slices.SortFunc(x.ranges, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
 }
@@ -208,66 +201,22 @@ func (u *unitLoader) readLineTable(cu *cuLines) {
 			cu.rows, cu.files = nil, nil
 		}
 	}()
-	lr, err := u.d.LineReader(cu.entry)
-	if err != nil || lr == nil {
+	root := u.d.rootOf(cu.u)
+	if !root.ok || !root.hasStmt {
 		return
 	}
-	index := make(map[*dwarf.LineFile]uint32)
-	var rows []lineRow
-	var seqs []pcRange // [lo, hi) of rows in each sequence
-	start := 0
-	var le dwarf.LineEntry
-	for {
-		if err := lr.Next(&le); err != nil {
-			if !errors.Is(err, io.EOF) {
-				rows = rows[:start] // drop the damaged sequence
-			}
-			break
-		}
-		if le.EndSequence {
-			rows = append(rows, lineRow{addr: le.Address, file: endOfSequence})
-			seqs = append(seqs, pcRange{lo: uint64(start), hi: uint64(len(rows))})
-			start = len(rows)
-			continue
-		}
-		rows = append(rows, lineRow{addr: le.Address, file: fileIndex(lr, index, le.File), line: uint32(max(le.Line, 0))})
-	}
-	cu.rows = sortSequences(rows[:start], seqs)
-	for _, lf := range lr.Files() {
-		name := ""
-		if lf != nil {
-			name = lf.Name
-		}
-		cu.files = append(cu.files, name)
-	}
+	cu.rows, cu.files = u.d.readLineProgram(cu.u, root.stmtList, root.compDir, &u.rows)
 }
 
-// fileIndex returns the index of lf in lr's file table (noFile when it
-// is not there), caching the table in index.
-func fileIndex(lr *dwarf.LineReader, index map[*dwarf.LineFile]uint32, lf *dwarf.LineFile) uint32 {
-	if lf == nil {
-		return noFile
-	}
-	if i, ok := index[lf]; ok {
-		return i
-	}
-	for i, f := range lr.Files() { // the table grew (DW_LNE_define_file)
-		index[f] = uint32(i)
-	}
-	if i, ok := index[lf]; ok {
-		return i
-	}
-	return noFile
-}
-
-// sortSequences returns rows with its sequences (seqs, as row index
-// ranges) ordered by start address, keeping the order within each.
+// sortSequences returns a new slice of rows with its sequences (seqs,
+// as row index ranges) ordered by start address, keeping the order
+// within each.
 func sortSequences(rows []lineRow, seqs []pcRange) []lineRow {
 	sorted := slices.IsSortedFunc(seqs, func(a, b pcRange) int {
 		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)
 	})
 	if sorted {
-		return slices.Clip(rows)
+		return slices.Clone(rows)
 	}
 	slices.SortStableFunc(seqs, func(a, b pcRange) int {
 		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)

@@ -1,8 +1,8 @@
 package symbolize
 
 import (
-	"debug/dwarf"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,15 +15,15 @@ const maxDWARFBytes = 512 << 20
 // dwarfSections are the DWARF sections lines and inlined frames need,
 // by name without the ".debug_" prefix. Location lists, call frame
 // information, type units and name indexes are never read.
-var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets"}
+var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets", "aranges"}
 
 // loadDWARF reads the DWARF sections of f that dwarfSections lists
 // (.debug_* or GNU-compressed .zdebug_*, decompressed) and checks their
 // unit headers. It returns nil when f has no .debug_info, when the
-// sections are over maxDWARFBytes together, or when they are corrupt,
-// including when debug/elf or debug/dwarf panics. Executables and shared
-// objects need no relocations applied to their DWARF.
-func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarf.Data) {
+// sections are over maxDWARFBytes together, or when .debug_info has no
+// valid unit header, including when debug/elf panics. Executables and
+// shared objects need no relocations applied to their DWARF.
+func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarfData) {
 	defer func() {
 		if recover() != nil {
 			d = nil
@@ -69,7 +69,7 @@ func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarf.Data) {
 				}
 				results <- r
 			}()
-			r.data, r.err = sectionData(lr, s, s.Size)
+			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes)
 		}()
 	}
 	data := make(map[string][]byte, len(secs))
@@ -82,28 +82,28 @@ func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarf.Data) {
 	if failed {
 		return nil
 	}
-	return dwarfFromSections(data)
+	return newDWARFData(data, f.ByteOrder == binary.BigEndian)
 }
 
-// dwarfFromSections builds DWARF data from section contents, by name
-// without the ".debug_" prefix; nil when they are corrupt, including
-// when debug/dwarf panics.
-func dwarfFromSections(data map[string][]byte) (d *dwarf.Data) {
-	defer func() {
-		if recover() != nil {
-			d = nil
-		}
-	}()
-	d, err := dwarf.New(data["abbrev"], nil, nil, data["info"], data["line"], nil, data["ranges"], data["str"])
-	if err != nil {
-		return nil
+// dwarfFromSections returns the DWARF of little-endian section contents,
+// by name without the ".debug_" prefix, with its unit headers read; nil
+// when .debug_info holds no valid unit header.
+func dwarfFromSections(data map[string][]byte) *dwarfData {
+	return newDWARFData(data, false)
+}
+
+// newDWARFData returns the DWARF of section contents, by name without
+// the ".debug_" prefix, big-endian or not, with its unit headers read;
+// nil when .debug_info holds no valid unit header.
+func newDWARFData(data map[string][]byte, big bool) *dwarfData {
+	d := &dwarfData{big: big,
+		info: data["info"], abbrev: data["abbrev"], str: data["str"], lineStr: data["line_str"],
+		line: data["line"], ranges: data["ranges"], rnglists: data["rnglists"], addr: data["addr"],
+		strOffset: data["str_offsets"], aranges: data["aranges"],
 	}
-	for _, name := range dwarfSections[5:] { // the DWARF 5 sections
-		if b := data[name]; b != nil {
-			if err := d.AddSection(".debug_"+name, b); err != nil {
-				return nil
-			}
-		}
+	d.readUnits()
+	if len(d.units) == 0 {
+		return nil
 	}
 	return d
 }
