@@ -70,7 +70,18 @@ func needsDebugFile(f *elf.File) bool {
 // is buildID and which was read from self), or nil when there is none
 // that matches. It looks by build ID first, then by .gnu_debuglink,
 // whose CRC must match. Unreadable or corrupt candidates are skipped.
+// Failing those, when f has no DWARF, it asks the debuginfod servers of
+// DEBUGINFOD_URLS, if set (see fetchDebugFile).
 func findDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *LoadOptions) *debugFile {
+	if d := findLocalDebugFile(f, buildID, self, opts); d != nil || hasDWARF(f) {
+		return d
+	}
+	return fetchDebugFile(f, buildID, self)
+}
+
+// findLocalDebugFile looks for the debug file of f in the file system,
+// as findDebugFile says.
+func findLocalDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *LoadOptions) *debugFile {
 	if len(buildID) > 2 {
 		for _, dir := range opts.debugDirs() {
 			path := filepath.Join(dir, ".build-id", buildID[:2], buildID[2:]+".debug")

@@ -1,6 +1,8 @@
 // Package symbolize turns sampled instruction pointers into named frames.
 //
-// Kernel addresses are named from /proc/kallsyms. User addresses are mapped
+// Kernel addresses are named from /proc/kallsyms (its text symbols and
+// BPF programs; read on one goroutine and parsed on another as it comes,
+// about 35 bytes of heap per symbol). User addresses are mapped
 // through /proc/PID/maps to the ELF file behind them, translated to ELF
 // virtual addresses with the mapping's load bias (PIE executables and
 // shared libraries), and named from the file's .symtab and .dynsym
@@ -33,10 +35,23 @@
 // must match, next to the binary (in the process's mount namespace), in
 // its .debug subdirectory, or under each debug directory. Failing those,
 // the xz-compressed symbol table of MiniDebugInfo (.gnu_debugdata) names
-// local functions that .dynsym lacks.
+// local functions that .dynsym lacks. When DEBUGINFOD_URLS is set (http
+// and https servers, space separated, as for elfutils), a binary with a
+// build ID, no DWARF and no debug file on disk gets it from the first
+// server that has it (GET <url>/buildid/<id>/debuginfo), into elfutils'
+// cache (DEBUGINFOD_CACHE_PATH, else $XDG_CACHE_HOME/debuginfod_client,
+// else ~/.cache/debuginfod_client; <cache>/<id>/debuginfo, written
+// atomically, kept only if it is ELF with that build ID). Misses are
+// remembered for the run, and on disk for cache_miss_s (600 s); a server
+// that times out (DEBUGINFOD_TIMEOUT, default 10 s, to connect, to
+// answer, or between bytes; DEBUGINFOD_MAXTIME, default 120 s, in all)
+// is skipped for 5 minutes; downloads are capped at 4 GiB
+// (DEBUGINFOD_MAXSIZE lowers it). The download runs on the goroutine
+// that first looks the binary up; DebuginfodNote sums up what happened.
 //
-// Source lines and inlined frames come from DWARF (debug/dwarf; versions
-// 2 to 5, compressed sections too), in the binary or its debug file: the
+// Source lines and inlined frames come from DWARF (the package's own lazy
+// reader, dwarf_*.go: versions 2 to 5, 32- and 64-bit formats, compressed
+// sections too), in the binary or its debug file: the
 // line table gives file and line, and DW_TAG_inlined_subroutine DIEs
 // expand one address into its inlined functions, innermost first, each
 // outer one at its call site, as pprof's Location.Line orders them. Go
@@ -50,9 +65,10 @@
 // it is first seen, again when it exec'd or an address falls in no known
 // mapping, and kept after it exits until Forget), and one per address. A
 // binary with DWARF keeps the DWARF sections it needs in memory,
-// decompressed (at most 512 MiB; glibc's take about 20 MiB of heap),
-// indexes its compilation units' ranges on the first lookup, and reads
-// each unit's line table and inline tree on the first lookup in it.
+// decompressed (at most 512 MiB; glibc's take about 8 MiB of heap),
+// indexes its compilation units' ranges on the first lookup (from
+// .debug_aranges where it has it), and reads each unit's abbreviation
+// table, line table and inline tree on the first lookup in it.
 // Nothing here needs privileges by itself, but reading other users' /proc/PID/maps
 // and /proc/PID/root needs root or CAP_SYS_PTRACE, and kallsyms shows
 // addresses only to root (or CAP_SYSLOG) when kernel.kptr_restrict is 1.

@@ -1,31 +1,34 @@
 package symbolize
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 )
 
 // kallsymsParser holds the state of one parse: the module-name intern
-// table and the name arena that becomes Kallsyms.names.
+// table and the name arena that becomes Kallsyms.names. It is fed the
+// file in chunks as they are read (feed), so a line may span two chunks.
 type kallsymsParser struct {
 	k       *Kallsyms
 	modIdx  map[string]uint16
-	arena   []byte
+	lastMod []byte // name of modules[lastIdx], to skip the map on runs
+	lastIdx uint16
+	arena   strings.Builder // names; its String is Kallsyms.names
+	carry   []byte          // the start of a line that the next chunk ends
+	lineNo  int             // lines seen, empty ones too
+	lines   int             // non-empty lines seen
 	nonzero bool
 	sorted  bool
 }
 
-// kallsymsReadSize is the first read size for kallsyms (bytes), enough
-// for most kernels' whole file in one buffer. Small reads make the
-// kernel's kallsyms iterator slow: os.ReadFile's 512-byte first reads
-// double the load time.
-const kallsymsReadSize = 8 << 20
+// maxKallsymsLine is the longest line accepted (bytes); the kernel's
+// lines are under 600 bytes.
+const maxKallsymsLine = 64 << 10
 
 // readAll reads r to its end in large reads, starting with size bytes
 // and doubling.
@@ -46,61 +49,124 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 	}
 }
 
-// parseKallsyms parses the whole text of /proc/kallsyms (the real file
-// has 100k–250k lines, 5–12 MB). It allocates only the symbol slice and
-// the name arena, both sized from a first count of the lines, and one
-// string per module.
-func parseKallsyms(data []byte) (*Kallsyms, error) {
-	lines := bytes.Count(data, []byte{'\n'}) + 1
-	p := kallsymsParser{
-		k:      &Kallsyms{modules: []string{""}, syms: make([]ksym, 0, lines)},
+// newKallsymsParser returns a parser whose table starts with room for
+// syms functions and names bytes of names; both grow as needed.
+func newKallsymsParser(syms, names int) *kallsymsParser {
+	p := &kallsymsParser{
+		k:      &Kallsyms{modules: []string{""}, syms: make([]ksym, 0, syms)},
 		modIdx: map[string]uint16{"": 0},
-		// Each line holds at least 19 bytes besides its name.
-		arena:  make([]byte, 0, max(len(data)-19*lines, 0)+64),
 		sorted: true,
 	}
-	n := 0
-	for lineNo := 1; len(data) > 0; lineNo++ {
-		var line []byte
-		line, data, _ = bytes.Cut(data, newline)
-		if len(line) == 0 {
-			continue
-		}
-		n++
-		if err := p.line(line); err != nil {
-			return nil, fmt.Errorf("line %d: %w", lineNo, err)
-		}
-	}
-	if n == 0 {
-		return nil, errNoKallsyms
-	}
-	return p.finish(), nil
+	p.arena.Grow(names)
+	return p
 }
 
-// finish turns the parsed lines into the final table.
-func (p *kallsymsParser) finish() *Kallsyms {
+// kallsymsSizes returns the room newKallsymsParser should make for a file
+// that starts with first (and that ends there when whole): a kernel with
+// 128k functions and 2 MiB of names when not whole (the typical kernel:
+// 120k-250k lines, half of them __pfx_ symbols that take no names room);
+// for a whole file, its lines, and its bytes less 20 per line.
+func kallsymsSizes(first []byte, whole bool) (syms, names int) {
+	if !whole {
+		return 1 << 17, 2 << 20
+	}
+	lines := bytes.Count(first, newline) + 1
+	return lines, max(len(first)-20*lines, 0) + 64
+}
+
+// parseKallsyms parses the whole text of /proc/kallsyms at once.
+func parseKallsyms(data []byte) (*Kallsyms, error) {
+	p := newKallsymsParser(kallsymsSizes(data, true))
+	if err := p.feed(data); err != nil {
+		return nil, err
+	}
+	return p.finish()
+}
+
+// feed parses the complete lines of chunk, the next bytes of the file,
+// and keeps a final partial line for the next call (or finish). It
+// allocates nothing but the growth of the table and arena.
+func (p *kallsymsParser) feed(chunk []byte) error {
+	if len(p.carry) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			return p.keep(chunk)
+		}
+		p.carry = append(p.carry, chunk[:i]...)
+		if err := p.parseLine(p.carry); err != nil {
+			return err
+		}
+		p.carry = p.carry[:0]
+		chunk = chunk[i+1:]
+	}
+	for {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			return p.keep(chunk)
+		}
+		if err := p.parseLine(chunk[:i]); err != nil {
+			return err
+		}
+		chunk = chunk[i+1:]
+	}
+}
+
+// keep appends b, the start of a line, to the carried partial line.
+func (p *kallsymsParser) keep(b []byte) error {
+	if len(p.carry)+len(b) > maxKallsymsLine {
+		return fmt.Errorf("line %d: longer than %d bytes", p.lineNo+1, maxKallsymsLine)
+	}
+	p.carry = append(p.carry, b...)
+	return nil
+}
+
+// parseLine parses one line, without its newline, counting it.
+func (p *kallsymsParser) parseLine(line []byte) error {
+	p.lineNo++
+	if len(line) == 0 {
+		return nil
+	}
+	p.lines++
+	if err := p.line(line); err != nil {
+		return fmt.Errorf("line %d: %w", p.lineNo, err)
+	}
+	return nil
+}
+
+// finish parses a last line without a newline and turns the parsed
+// lines into the final table, trimmed to its size.
+func (p *kallsymsParser) finish() (*Kallsyms, error) {
+	if len(p.carry) > 0 {
+		if err := p.parseLine(p.carry); err != nil {
+			return nil, err
+		}
+	}
+	if p.lines == 0 {
+		return nil, errNoKallsyms
+	}
 	k := p.k
 	if !p.nonzero {
 		// Every address is zero: nothing can be looked up.
 		k.hidden = true
 		k.syms = nil
 		k.text, k.init = addrRange{}, addrRange{}
-		return k
+		return k, nil
 	}
-	k.names = string(p.arena)
+	k.names = p.arena.String() // no copy
 	if !p.sorted {
 		k.sortSyms()
-	} else {
-		k.dedup()
 	}
-	return k
+	if cap(k.syms)-len(k.syms) > len(k.syms)/4 {
+		k.syms = slices.Clone(k.syms)
+	}
+	return k, nil
 }
 
 // line parses one non-empty line: "<hex addr> <type> <name>[\t[<module>]]".
 func (p *kallsymsParser) line(line []byte) error {
 	addr, n, ok := parseHex(line)
 	if !ok || len(line) < n+4 || line[n] != ' ' || line[n+2] != ' ' {
-		return fmt.Errorf("malformed line %q", line)
+		return fmt.Errorf("malformed line %.100q", line)
 	}
 	typ, name := line[n+1], line[n+3:]
 	var mod []byte
@@ -108,8 +174,11 @@ func (p *kallsymsParser) line(line []byte) error {
 		name, mod = name[:t], bytes.TrimSpace(name[t+1:])
 		mod = bytes.TrimSuffix(bytes.TrimPrefix(mod, []byte{'['}), []byte{']'})
 	}
-	if len(name) == 0 || len(name) > 0xffff {
-		return fmt.Errorf("malformed symbol name in %q", line)
+	if len(name) == 0 || len(name) > ksymNameMask {
+		return fmt.Errorf("malformed symbol name in %.100q", line)
+	}
+	if p.arena.Len() > math.MaxUint32-len(name) {
+		return errors.New("symbol names over 4 GiB")
 	}
 	if addr != 0 {
 		p.nonzero = true
@@ -120,39 +189,77 @@ func (p *kallsymsParser) line(line []byte) error {
 	if !isKernelText(typ) && !(len(mod) > 0 && bytes.HasPrefix(name, []byte("bpf_prog_"))) {
 		return nil
 	}
-	p.add(addr, name, p.module(mod), typ >= 'A' && typ <= 'Z')
+	m, err := p.module(mod)
+	if err != nil {
+		return err
+	}
+	p.add(addr, name, m, typ >= 'A' && typ <= 'Z')
 	return nil
 }
 
-// add appends one symbol.
+// add appends one symbol. A symbol at the address of the one before it
+// replaces it only if it is global and that one is not (the kernel lists
+// the aliases of an address together), as dedup does for files out of
+// order.
 func (p *kallsymsParser) add(addr uint64, name []byte, mod uint16, global bool) {
-	syms := p.k.syms
-	if n := len(syms); n > 0 && syms[n-1].addr > addr {
-		p.sorted = false
+	s := ksym{addr: addr, name: uint32(p.arena.Len()), nlen: uint16(len(name)), mod: mod}
+	if global {
+		s.nlen |= ksymGlobal
 	}
-	p.k.syms = append(syms, ksym{
-		addr:   addr,
-		name:   uint32(len(p.arena)),
-		nlen:   uint16(len(name)),
-		mod:    mod,
-		global: global,
-	})
-	p.arena = append(p.arena, name...)
+	n := len(p.k.syms)
+	if n == 0 {
+		p.k.syms = append(p.k.syms, s)
+		p.arena.Write(name)
+		return
+	}
+	last := &p.k.syms[n-1]
+	replace := false
+	switch {
+	case last.addr > addr:
+		p.sorted = false
+	case last.addr == addr && p.sorted:
+		if last.global() || !global {
+			return
+		}
+		replace = true
+	}
+	// "abort" after "__pfx_abort": point into the previous name. (String
+	// does not copy; the comparison does not allocate.)
+	prev := p.arena.String()[last.name : last.name+uint32(last.nlen&ksymNameMask)]
+	if len(prev) >= len(name) && prev[len(prev)-len(name):] == string(name) {
+		s.name = last.name + uint32(len(prev)-len(name))
+	} else {
+		p.arena.Write(name)
+	}
+	if replace {
+		*last = s
+	} else {
+		p.k.syms = append(p.k.syms, s)
+	}
 }
 
-// module returns the index of module name, adding it on first sight.
-func (p *kallsymsParser) module(name []byte) uint16 {
-	if len(name) == 0 {
-		return 0
+// module returns the index of module name, adding it on first sight. It
+// fails past 65535 modules.
+func (p *kallsymsParser) module(name []byte) (uint16, error) {
+	switch {
+	case len(name) == 0:
+		return 0, nil
+	case bytes.Equal(name, p.lastMod):
+		return p.lastIdx, nil
 	}
-	if i, ok := p.modIdx[string(name)]; ok { // no allocation
-		return i
+	i, ok := p.modIdx[string(name)] // no allocation
+	if !ok {
+		if len(p.k.modules) > 0xffff {
+			return 0, fmt.Errorf("more than %d modules", 0xffff)
+		}
+		i = uint16(len(p.k.modules))
+		s := string(name)
+		p.k.modules = append(p.k.modules, s)
+		p.modIdx[s] = i
 	}
-	i := uint16(len(p.k.modules))
-	s := string(name)
-	p.k.modules = append(p.k.modules, s)
-	p.modIdx[s] = i
-	return i
+	p.lastMod = append(p.lastMod[:0], name...)
+	p.lastIdx = i
+	return i, nil
 }
 
 // marker records the section markers of the kernel image and reports
@@ -182,7 +289,7 @@ func (k *Kallsyms) dedup() {
 	out := k.syms[:0]
 	for _, s := range k.syms {
 		if n := len(out); n > 0 && out[n-1].addr == s.addr {
-			if !out[n-1].global && s.global {
+			if !out[n-1].global() && s.global() {
 				out[n-1] = s
 			}
 			continue
@@ -203,68 +310,26 @@ func isKernelText(typ byte) bool {
 // many.
 func parseHex(b []byte) (v uint64, n int, ok bool) {
 	for n < len(b) {
-		c := b[n]
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return v, n, n > 0 && n <= 16
+		d := hexDigit[b[n]]
+		if d > 0xf {
+			break
 		}
-		v = v<<4 | uint64(c)
+		v = v<<4 | uint64(d)
 		n++
 	}
 	return v, n, n > 0 && n <= 16
 }
 
-// LoadModules reads module extents from a file in /proc/modules format
-// (lines of "ext4 1089536 2 - Live 0xffffffffc0a00000") so that the last
-// symbol of each module ends at the module's end rather than up to 1 MiB
-// later. The extent is [address, address+size) in bytes; since Linux 6.4
-// it spans the module's text and data, so it bounds rather than equals the
-// text. Modules that kallsyms does not list, and lines with a zero address
-// (kptr_restrict), are ignored. It returns an error only when the file
-// cannot be read; malformed lines are skipped.
-func (k *Kallsyms) LoadModules(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open modules: %w", err)
+// hexDigit maps a byte to its value as a hex digit, or to 0xff.
+var hexDigit = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	defer f.Close()
-	idx := make(map[string]uint16, len(k.modules))
-	for i, m := range k.modules {
-		idx[m] = uint16(i)
+	for i := 0; i < 10; i++ {
+		t['0'+i] = byte(i)
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, r, ok := parseModuleLine(sc.Text())
-		if i, known := idx[name]; ok && known && i != 0 {
-			if k.modEnd == nil {
-				k.modEnd = make(map[uint16]addrRange)
-			}
-			k.modEnd[i] = r
-		}
+	for i := 0; i < 6; i++ {
+		t['a'+i], t['A'+i] = byte(10+i), byte(10+i)
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read modules: %w", err)
-	}
-	return nil
-}
-
-// parseModuleLine parses one /proc/modules line into the module's name
-// and extent.
-func parseModuleLine(line string) (name string, r addrRange, ok bool) {
-	f := strings.Fields(line)
-	if len(f) < 6 {
-		return "", addrRange{}, false
-	}
-	size, err1 := strconv.ParseUint(f[1], 10, 64)
-	addr, err2 := strconv.ParseUint(strings.TrimPrefix(f[5], "0x"), 16, 64)
-	if err1 != nil || err2 != nil || addr == 0 {
-		return "", addrRange{}, false
-	}
-	return f[0], addrRange{addr, addr + size}, true
-}
+	return t
+}()

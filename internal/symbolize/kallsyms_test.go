@@ -2,9 +2,14 @@ package symbolize
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func loadFixtureKallsyms(t *testing.T) *Kallsyms {
@@ -32,6 +37,7 @@ func TestKallsymsLookup(t *testing.T) {
 		{0xffffffff810000ff, "startup_64", "", 0xffffffff81000000},
 		{0xffffffff81000100, "secondary_startup_64", "", 0xffffffff81000100},
 		{0xffffffff81000300, "secondary_startup_64", "", 0xffffffff81000100}, // data symbols dropped
+		{0xffffffff81001000, "__pfx_abort", "", 0xffffffff81001000},          // padding, its name shared
 		{0xffffffff81001010, "abort", "", 0xffffffff81001010},                // weak symbols kept
 		{0xffffffff810027ff, "do_syscall_64", "", 0xffffffff81002000},        // last byte of text
 		{0xffffffff81002800, "", "", 0},                                      // _etext bounds it
@@ -129,6 +135,85 @@ func TestParseKallsymsErrors(t *testing.T) {
 	}
 }
 
+// TestKallsymsChunks: lines split across the reader's chunks, at every
+// place, parse as the whole file does.
+func TestKallsymsChunks(t *testing.T) {
+	data, err := os.ReadFile("testdata/kallsyms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseKallsyms(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for chunk := 1; chunk <= 70; chunk++ {
+		k, err := loadKallsyms(bytes.NewReader(data), chunk)
+		if err != nil {
+			t.Fatalf("chunk %d: %v", chunk, err)
+		}
+		if k.Len() != want.Len() || len(k.Modules()) != len(want.Modules()) || k.text != want.text {
+			t.Fatalf("chunk %d: %d symbols, %v, text %v; want %d, %v, %v",
+				chunk, k.Len(), k.Modules(), k.text, want.Len(), want.Modules(), want.text)
+		}
+		for i := range want.syms {
+			addr := want.syms[i].addr
+			if got, w := lookupString(k, addr), lookupString(want, addr); got != w {
+				t.Errorf("chunk %d: Lookup(%#x) = %s, want %s", chunk, addr, got, w)
+			}
+		}
+	}
+}
+
+func lookupString(k *Kallsyms, addr uint64) string {
+	sym, ok := k.Lookup(addr)
+	return fmt.Sprint(sym, ok)
+}
+
+func TestKallsymsStreamErrors(t *testing.T) {
+	long := "ffffffff81000000 T " + strings.Repeat("x", 2*maxKallsymsLine) + "\n"
+	if _, err := ParseKallsyms(strings.NewReader(long)); err == nil || !strings.Contains(err.Error(), "line 1: longer than") {
+		t.Errorf("ParseKallsyms(line over 64 KiB) error = %.200v", err)
+	}
+	name := "ffffffff81000000 T " + strings.Repeat("x", ksymNameMask+1) + "\n"
+	if _, err := ParseKallsyms(strings.NewReader(name)); err == nil || len(err.Error()) > 200 {
+		t.Errorf("ParseKallsyms(name over 32 KiB) error = %.200v, want a short one", err)
+	}
+	boom := errors.New("boom")
+	r := io.MultiReader(strings.NewReader("ffffffff81000000 T foo\n"), iotest.ErrReader(boom))
+	if _, err := ParseKallsyms(r); !errors.Is(err, boom) {
+		t.Errorf("ParseKallsyms(failing reader) error = %v, want %v", err, boom)
+	}
+	// A parse error stops the reader; the error names the line.
+	bad := strings.Repeat("ffffffff81000000 T foo\n", 10000) + "bad line\n" + strings.Repeat("ffffffff81000000 T foo\n", 10000)
+	if _, err := ParseKallsyms(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "line 10001") {
+		t.Errorf("ParseKallsyms(bad line 10001) error = %v", err)
+	}
+}
+
+// TestKallsymsAliases: of symbols at one address, in a sorted file, the
+// first global one is kept.
+func TestKallsymsAliases(t *testing.T) {
+	k, err := ParseKallsyms(strings.NewReader(`ffffffff81000000 t a_local
+ffffffff81000000 T a_global
+ffffffff81000000 T a_global2
+ffffffff81000010 T b_global
+ffffffff81000010 t b_local
+ffffffff81000020 t c_local
+ffffffff81000020 t c_local2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[uint64]string{0xffffffff81000000: "a_global", 0xffffffff81000010: "b_global", 0xffffffff81000020: "c_local"} {
+		if sym, ok := k.Lookup(addr); !ok || sym.Name != want {
+			t.Errorf("Lookup(%#x) = %+v, %v; want %s", addr, sym, ok, want)
+		}
+	}
+	if k.Len() != 3 {
+		t.Errorf("Len() = %d, want 3", k.Len())
+	}
+}
+
 func TestKallsymsReal(t *testing.T) {
 	data, err := os.ReadFile("/proc/kallsyms")
 	if err != nil {
@@ -151,14 +236,44 @@ func TestKallsymsReal(t *testing.T) {
 	}
 }
 
+// BenchmarkKallsymsLoad measures LoadKallsyms of /proc/kallsyms, read and
+// parse, and reports the heap the table keeps (table-B).
 func BenchmarkKallsymsLoad(b *testing.B) {
 	if _, err := os.ReadFile("/proc/kallsyms"); err != nil {
 		b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
 	}
+	var k *Kallsyms
 	for b.Loop() {
-		if _, err := LoadKallsyms("/proc/kallsyms"); err != nil {
+		var err error
+		if k, err = LoadKallsyms("/proc/kallsyms"); err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.StopTimer()
+	var before, after runtime.MemStats
+	k = nil
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	k, _ = LoadKallsyms("/proc/kallsyms")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "table-B")
+	runtime.KeepAlive(k)
+}
+
+// BenchmarkKallsymsRead measures reading /proc/kallsyms alone, in
+// kallsymsChunk reads, the floor of BenchmarkKallsymsLoad.
+func BenchmarkKallsymsRead(b *testing.B) {
+	buf := make([]byte, kallsymsChunk)
+	for b.Loop() {
+		f, err := os.Open("/proc/kallsyms")
+		if err != nil {
+			b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+		}
+		for err == nil {
+			_, err = io.ReadFull(f, buf)
+		}
+		f.Close()
 	}
 }
 

@@ -1,0 +1,267 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of the debuginfod client, as elfutils' client names them.
+const (
+	// debuginfodTimeout is the default of DEBUGINFOD_TIMEOUT: how long a
+	// server may take to connect and send its response headers, and how
+	// long a download may then go without receiving a byte.
+	debuginfodTimeout = 10 * time.Second
+	// debuginfodMaxTime is the default of DEBUGINFOD_MAXTIME: how long
+	// one download may take in all.
+	debuginfodMaxTime = 120 * time.Second
+	// debuginfodCacheMiss is how long an on-disk "not found" entry stands
+	// when the cache has no cache_miss_s file (elfutils' default, 600 s).
+	debuginfodCacheMiss = 600 * time.Second
+	// debuginfodServerRetry is how long a server that failed (timed out,
+	// refused the connection, answered 5xx) is skipped: one slow server
+	// costs one timeout, not one per binary.
+	debuginfodServerRetry = 5 * time.Minute
+)
+
+// debuginfodConfig is the client's configuration, read from the same
+// environment variables as elfutils' debuginfod client.
+type debuginfodConfig struct {
+	urls    []string      // DEBUGINFOD_URLS: http(s) server URLs, space separated, tried in order
+	cache   string        // DEBUGINFOD_CACHE_PATH, else $XDG_CACHE_HOME/debuginfod_client, else $HOME/.cache/debuginfod_client
+	timeout time.Duration // DEBUGINFOD_TIMEOUT, seconds (fractions allowed)
+	maxTime time.Duration // DEBUGINFOD_MAXTIME, seconds
+	maxSize int64         // DEBUGINFOD_MAXSIZE, bytes, at most maxBinaryBytes
+	skipped []string      // URLs of DEBUGINFOD_URLS ignored (not http or https)
+}
+
+// debuginfodEnv lists the environment variables the configuration comes
+// from; a change to any of them makes a new client.
+var debuginfodEnv = []string{"DEBUGINFOD_URLS", "DEBUGINFOD_CACHE_PATH", "XDG_CACHE_HOME", "HOME",
+	"DEBUGINFOD_TIMEOUT", "DEBUGINFOD_MAXTIME", "DEBUGINFOD_MAXSIZE"}
+
+// readDebuginfodConfig reads the configuration from getenv. ok is false
+// when DEBUGINFOD_URLS names no server, or no cache directory can be
+// named: the client is then off.
+func readDebuginfodConfig(getenv func(string) string) (c debuginfodConfig, ok bool) {
+	for _, u := range strings.Fields(getenv("DEBUGINFOD_URLS")) {
+		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			c.urls = append(c.urls, strings.TrimRight(u, "/"))
+		} else {
+			c.skipped = append(c.skipped, u)
+		}
+	}
+	switch {
+	case getenv("DEBUGINFOD_CACHE_PATH") != "":
+		c.cache = getenv("DEBUGINFOD_CACHE_PATH")
+	case getenv("XDG_CACHE_HOME") != "":
+		c.cache = filepath.Join(getenv("XDG_CACHE_HOME"), "debuginfod_client")
+	case getenv("HOME") != "":
+		c.cache = filepath.Join(getenv("HOME"), ".cache", "debuginfod_client")
+	}
+	c.timeout = envSeconds(getenv("DEBUGINFOD_TIMEOUT"), debuginfodTimeout)
+	c.maxTime = envSeconds(getenv("DEBUGINFOD_MAXTIME"), debuginfodMaxTime)
+	c.maxSize = maxBinaryBytes
+	if n, err := strconv.ParseInt(getenv("DEBUGINFOD_MAXSIZE"), 10, 64); err == nil && n > 0 && n < c.maxSize {
+		c.maxSize = n
+	}
+	return c, len(c.urls) > 0 && c.cache != ""
+}
+
+// envSeconds parses a positive number of seconds, or returns def.
+func envSeconds(s string, def time.Duration) time.Duration {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || v > 1e6 {
+		return def
+	}
+	return time.Duration(v * float64(time.Second))
+}
+
+// debuginfodClient fetches separate debug files by build ID from
+// debuginfod servers into the on-disk cache. It is safe for concurrent
+// use.
+type debuginfodClient struct {
+	cfg  debuginfodConfig
+	http *http.Client
+
+	mu     sync.Mutex
+	misses map[string]bool      // build IDs found nowhere this run
+	down   map[string]time.Time // server URL: skipped until then
+	counts debuginfodCounts
+}
+
+// debuginfodCounts counts what the client did, for DebuginfodNote.
+type debuginfodCounts struct {
+	downloaded, cached, notFound, failed int
+	bytes                                int64  // downloaded
+	lastErr                              string // of the last failure
+}
+
+// debuginfodState holds the client of the current environment.
+var debuginfodState struct {
+	mu     sync.Mutex
+	key    string
+	client *debuginfodClient // nil when off
+}
+
+// currentDebuginfod returns the client configured by the environment
+// now, or nil when DEBUGINFOD_URLS is unset (or names no http(s)
+// server): then nothing touches the network or the cache. The client,
+// with what it remembers of misses and failed servers, lasts until the
+// environment changes.
+func currentDebuginfod() *debuginfodClient {
+	var key strings.Builder
+	for _, v := range debuginfodEnv {
+		key.WriteString(os.Getenv(v))
+		key.WriteByte(0)
+	}
+	st := &debuginfodState
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if key.String() != st.key {
+		st.key, st.client = key.String(), nil
+		if cfg, ok := readDebuginfodConfig(os.Getenv); ok {
+			st.client = newDebuginfodClient(cfg)
+		}
+	}
+	return st.client
+}
+
+// fetchDebugFile is the last resort of findDebugFile: the debug file of
+// f (hex build ID buildID, read from self) from the debuginfod cache or
+// servers, or nil when debuginfod is off, f has no build ID, or no server
+// has it (see debuginfodClient.find). It blocks for as long as a download
+// takes (DEBUGINFOD_TIMEOUT and DEBUGINFOD_MAXTIME bound it).
+func fetchDebugFile(f *elf.File, buildID string, self io.ReaderAt) *debugFile {
+	c := currentDebuginfod()
+	if c == nil || !validBuildID(buildID) {
+		return nil
+	}
+	path := c.find(f, buildID)
+	if path == "" {
+		return nil
+	}
+	return openDebugFile(debugPath{path: path}, f, buildID, self, nil)
+}
+
+// validBuildID reports whether id is a hex build ID of 2 to 64 bytes,
+// safe in a URL and a cache path.
+func validBuildID(id string) bool {
+	if len(id) < 4 || len(id) > 128 || len(id)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if hexDigit[id[i]] > 0xf || (id[i] >= 'A' && id[i] <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// find returns the path of the cached debug file of f (build ID id),
+// downloading it first when the cache lacks it, or "" when it is found
+// nowhere: a build ID missed once this run, or marked missing on disk
+// less than cache_miss_s ago, is not asked for again.
+func (c *debuginfodClient) find(f *elf.File, id string) string {
+	c.mu.Lock()
+	missed := c.misses[id]
+	c.mu.Unlock()
+	if missed {
+		return ""
+	}
+	path := filepath.Join(c.cfg.cache, id, "debuginfo")
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		if st.Size() > 0 {
+			c.count(func(n *debuginfodCounts) { n.cached++ })
+			return path
+		}
+		if time.Since(st.ModTime()) < c.cacheMiss() {
+			c.miss(id)
+			return ""
+		}
+		os.Remove(path) // the miss has expired: ask again
+	}
+	path, allMissing := c.download(f, id)
+	if path == "" {
+		c.miss(id)
+		if allMissing {
+			c.markMissing(id)
+		}
+	}
+	return path
+}
+
+// miss remembers, for this run, that id was found nowhere.
+func (c *debuginfodClient) miss(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.misses[id] = true
+}
+
+// count updates the counters under the lock.
+func (c *debuginfodClient) count(update func(*debuginfodCounts)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	update(&c.counts)
+}
+
+// cacheMiss returns how long a "not found" entry stands: the seconds in
+// the cache's cache_miss_s file (as elfutils keeps it), else 600 s.
+func (c *debuginfodClient) cacheMiss() time.Duration {
+	b, err := os.ReadFile(filepath.Join(c.cfg.cache, "cache_miss_s"))
+	if err != nil {
+		return debuginfodCacheMiss
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return debuginfodCacheMiss
+	}
+	return time.Duration(n) * time.Second
+}
+
+// markMissing leaves the on-disk "not found" entry of id, as elfutils
+// does: an empty {cache}/{id}/debuginfo, whose modification time says
+// when. An existing file is left alone.
+func (c *debuginfodClient) markMissing(id string) {
+	dir := filepath.Join(c.cfg.cache, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	if f, err := os.OpenFile(filepath.Join(dir, "debuginfo"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+		f.Close()
+	}
+}
+
+// DebuginfodNote returns one line on what the debuginfod client did in
+// this process, such as "debuginfod: 2 debug files downloaded (3.1 MiB),
+// 1 from the cache, 4 not found, 1 failed (last: ...)", or "" when
+// DEBUGINFOD_URLS is unset or no binary needed it. A failure (timeout,
+// refused connection, an answer that is not the right ELF file, a
+// download over DEBUGINFOD_MAXSIZE) leaves that binary without its
+// debug information for the rest of the run; its frames keep what the
+// binary's own symbols give.
+func DebuginfodNote() string {
+	c := currentDebuginfod()
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	n := c.counts
+	c.mu.Unlock()
+	if n == (debuginfodCounts{}) {
+		return ""
+	}
+	s := fmt.Sprintf("debuginfod: %d debug files downloaded (%.1f MiB), %d from the cache, %d not found, %d failed",
+		n.downloaded, float64(n.bytes)/(1<<20), n.cached, n.notFound, n.failed)
+	if n.lastErr != "" {
+		s += " (last: " + n.lastErr + ")"
+	}
+	return s
+}

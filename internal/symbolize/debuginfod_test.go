@@ -1,0 +1,281 @@
+package symbolize
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The package's tests never reach a real debuginfod server, whatever the
+// environment that runs them (Fedora sets DEBUGINFOD_URLS for every
+// login shell): the debuginfod tests set it themselves.
+func init() { os.Unsetenv("DEBUGINFOD_URLS") }
+
+// debuginfodServer is a test debuginfod server that serves files by
+// build ID and counts the requests it got.
+type debuginfodServer struct {
+	*httptest.Server
+	hits  atomic.Int64
+	files map[string]string // build ID: path of the file to serve
+}
+
+// newDebuginfodServer starts a server that sends files[id] for
+// /buildid/{id}/debuginfo, and 404 for anything else, after handle (if
+// not nil) had its say.
+func newDebuginfodServer(t *testing.T, files map[string]string, handle http.HandlerFunc) *debuginfodServer {
+	s := &debuginfodServer{files: files}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		if handle != nil {
+			handle(w, r)
+			return
+		}
+		id, ok := strings.CutPrefix(r.URL.Path, "/buildid/")
+		id, ok2 := strings.CutSuffix(id, "/debuginfo")
+		if path := s.files[id]; ok && ok2 && path != "" {
+			http.ServeFile(w, r, path)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// setDebuginfodEnv points the debuginfod client at urls with a new
+// cache, which it returns; timeout sets DEBUGINFOD_TIMEOUT when not "".
+func setDebuginfodEnv(t *testing.T, urls, timeout string) string {
+	cache := t.TempDir()
+	t.Setenv("DEBUGINFOD_URLS", urls)
+	t.Setenv("DEBUGINFOD_CACHE_PATH", cache)
+	t.Setenv("DEBUGINFOD_TIMEOUT", timeout)
+	return cache
+}
+
+// forgetDebuginfod drops the client, and what it remembers, as a new
+// run of the program starts without it.
+func forgetDebuginfod() {
+	debuginfodState.mu.Lock()
+	defer debuginfodState.mu.Unlock()
+	debuginfodState.key, debuginfodState.client = "", nil
+}
+
+// TestDebuginfodStack: a stripped binary (no .symtab, no DWARF, no debug
+// file on disk) gets its function names and lines from the debug file a
+// debuginfod server sends, once; later lookups, in this run or the next,
+// use the cache.
+func TestDebuginfodStack(t *testing.T) {
+	orig, stripped, debug := splitDebug(t)
+	id := gnuBuildID(t, orig)
+	srv := newDebuginfodServer(t, map[string]string{id: debug}, nil)
+	cache := setDebuginfodEnv(t, "ftp://ignored.example "+srv.URL+"/", "")
+
+	const base = 0x555555554000
+	leaf := base + elfSymbol(t, orig, "leaf").Value + 1
+	for run := 0; run < 3; run++ {
+		if run == 2 {
+			forgetDebuginfod() // a new run: only the disk cache is left
+		}
+		fp := newFakeProc(t)
+		fp.setMaps(1, textMapping(t, stripped, base))
+		s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := s.Stack(1, nil, []uint64{leaf}).Frames[0]
+		s.Close()
+		if f.Function != "leaf" || filepath.Base(f.File) != "prog.c" || f.Line == 0 {
+			t.Errorf("run %d: frame = %+v; want leaf in prog.c with a line", run, f)
+		}
+		if n := srv.hits.Load(); n != 1 {
+			t.Errorf("run %d: the server got %d requests, want 1", run, n)
+		}
+	}
+	st, err := os.Stat(filepath.Join(cache, id, "debuginfo"))
+	if err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("cached file: %v, %v; want mode 0644", st, err)
+	}
+	if st, err := os.Stat(filepath.Join(cache, id)); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("cache directory: %v, %v; want mode 0755", st, err)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(cache, id, "*.tmp")); len(tmps) != 0 {
+		t.Errorf("temporary files left: %v", tmps)
+	}
+	if note := DebuginfodNote(); !strings.Contains(note, "0 debug files downloaded") || !strings.Contains(note, "1 from the cache") {
+		t.Errorf("DebuginfodNote() = %q after a new run", note)
+	}
+}
+
+// TestDebuginfodMiss: a server's 404 leaves the binary as it is, is
+// remembered for the run and, as an empty cache file, for cache_miss_s.
+func TestDebuginfodMiss(t *testing.T) {
+	orig, stripped, _ := splitDebug(t)
+	id := gnuBuildID(t, orig)
+	srv := newDebuginfodServer(t, nil, nil)
+	cache := setDebuginfodEnv(t, srv.URL, "")
+	for i := 0; i < 2; i++ {
+		b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+		checkNamed(t, b, orig, "leaf", false)
+	}
+	if n := srv.hits.Load(); n != 1 {
+		t.Errorf("the server got %d requests, want 1", n)
+	}
+	marker := filepath.Join(cache, id, "debuginfo")
+	if st, err := os.Stat(marker); err != nil || st.Size() != 0 {
+		t.Fatalf("miss marker: %v, %v; want an empty file", st, err)
+	}
+	if note := DebuginfodNote(); !strings.Contains(note, "1 not found") {
+		t.Errorf("DebuginfodNote() = %q", note)
+	}
+	forgetDebuginfod()
+	loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	if n := srv.hits.Load(); n != 1 {
+		t.Errorf("a new run asked again (%d requests) within cache_miss_s", n)
+	}
+	// An expired miss is asked again.
+	old := time.Now().Add(-debuginfodCacheMiss - time.Minute)
+	if err := os.Chtimes(marker, old, old); err != nil {
+		t.Fatal(err)
+	}
+	forgetDebuginfod()
+	loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	if n := srv.hits.Load(); n != 2 {
+		t.Errorf("after the miss expired the server got %d requests, want 2", n)
+	}
+}
+
+// TestDebuginfodWrongFile: a file that is not ELF, or is the debug file
+// of another build, is refused and never cached; the next server is
+// asked.
+func TestDebuginfodWrongFile(t *testing.T) {
+	orig, stripped, debug := splitDebug(t)
+	id := gnuBuildID(t, orig)
+	other := buildProg(t, false) // another build ID
+	junk := filepath.Join(t.TempDir(), "junk")
+	if err := os.WriteFile(junk, []byte("not ELF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad1 := newDebuginfodServer(t, map[string]string{id: other}, nil)
+	bad2 := newDebuginfodServer(t, map[string]string{id: junk}, nil)
+	redirect := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "file://"+debug, http.StatusFound)
+	})
+	cache := setDebuginfodEnv(t, redirect.URL+" "+bad1.URL+" "+bad2.URL, "")
+	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	checkNamed(t, b, orig, "leaf", false)
+	if entries, _ := os.ReadDir(filepath.Join(cache, id)); len(entries) != 0 {
+		t.Errorf("cache holds %v after wrong files", entries)
+	}
+	if note := DebuginfodNote(); !strings.Contains(note, "1 failed") || !strings.Contains(note, "not an ELF file") {
+		t.Errorf("DebuginfodNote() = %q", note)
+	}
+
+	good := newDebuginfodServer(t, map[string]string{id: debug}, nil)
+	setDebuginfodEnv(t, bad1.URL+" "+good.URL, "")
+	b = loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	checkNamed(t, b, orig, "leaf", true)
+	if bad1.hits.Load() != 2 || good.hits.Load() != 1 {
+		t.Errorf("requests: %d to the wrong server, %d to the good one; want 2, 1", bad1.hits.Load(), good.hits.Load())
+	}
+}
+
+// TestDebuginfodTimeout: a server that never answers, or stops sending,
+// costs DEBUGINFOD_TIMEOUT, once: it is then skipped for a while.
+func TestDebuginfodTimeout(t *testing.T) {
+	orig, stripped, debug := splitDebug(t)
+	id := gnuBuildID(t, orig)
+	release := make(chan struct{})
+	defer close(release)
+	hang := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	stall := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		w.Write([]byte("\x7fELF"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	good := newDebuginfodServer(t, map[string]string{id: debug}, nil)
+	setDebuginfodEnv(t, hang.URL+" "+stall.URL+" "+good.URL, "0.3")
+	start := time.Now()
+	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	checkNamed(t, b, orig, "leaf", true)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("LoadBinary took %v with a 0.3 s timeout", d)
+	}
+	if note := DebuginfodNote(); !strings.Contains(note, "1 debug files downloaded") {
+		t.Errorf("DebuginfodNote() = %q", note)
+	}
+
+	// Both slow servers are skipped now: another binary costs no timeout.
+	stripped2 := filepath.Join(t.TempDir(), "prog2")
+	run(t, lookPath(t, "objcopy", "strips the test binary"), "--strip-debug", "--strip-unneeded", buildProg(t, false), stripped2)
+	start = time.Now()
+	loadFile(t, stripped2, LoadOptions{DebugDirs: []string{}})
+	if d := time.Since(start); d > 250*time.Millisecond || hang.hits.Load() != 1 || stall.hits.Load() != 1 {
+		t.Errorf("second binary: %v, %d and %d requests to the slow servers; want no wait, 1 and 1",
+			d, hang.hits.Load(), stall.hits.Load())
+	}
+}
+
+// TestDebuginfodOff: without DEBUGINFOD_URLS nothing is asked or cached.
+func TestDebuginfodOff(t *testing.T) {
+	_, stripped, _ := splitDebug(t)
+	srv := newDebuginfodServer(t, nil, nil)
+	cache := setDebuginfodEnv(t, srv.URL, "")
+	os.Unsetenv("DEBUGINFOD_URLS") // t.Setenv restores it
+	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	if b.DebugFile() != "" || srv.hits.Load() != 0 || DebuginfodNote() != "" {
+		t.Errorf("DebugFile() = %q, %d requests, note %q; want none", b.DebugFile(), srv.hits.Load(), DebuginfodNote())
+	}
+	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+		t.Errorf("cache holds %v", entries)
+	}
+	// A binary with DWARF of its own never asks either.
+	t.Setenv("DEBUGINFOD_URLS", srv.URL)
+	loadFile(t, buildProg(t, true), LoadOptions{DebugDirs: []string{}})
+	if srv.hits.Load() != 0 {
+		t.Errorf("a binary with DWARF made %d requests", srv.hits.Load())
+	}
+}
+
+func TestDebuginfodConfig(t *testing.T) {
+	env := map[string]string{
+		"DEBUGINFOD_URLS":    " https://a.example/  file:///srv http://b.example:8002 ",
+		"XDG_CACHE_HOME":     "/xdg",
+		"HOME":               "/home/u",
+		"DEBUGINFOD_TIMEOUT": "2.5",
+		"DEBUGINFOD_MAXSIZE": "1000",
+		"DEBUGINFOD_MAXTIME": "-1",
+	}
+	c, ok := readDebuginfodConfig(func(k string) string { return env[k] })
+	if !ok || strings.Join(c.urls, " ") != "https://a.example http://b.example:8002" || len(c.skipped) != 1 ||
+		c.cache != "/xdg/debuginfod_client" || c.timeout != 2500*time.Millisecond ||
+		c.maxTime != debuginfodMaxTime || c.maxSize != 1000 {
+		t.Errorf("config = %+v, %v", c, ok)
+	}
+	delete(env, "XDG_CACHE_HOME")
+	if c, _ := readDebuginfodConfig(func(k string) string { return env[k] }); c.cache != "/home/u/.cache/debuginfod_client" {
+		t.Errorf("cache without XDG_CACHE_HOME = %q", c.cache)
+	}
+	env["DEBUGINFOD_URLS"] = "file:///srv"
+	if _, ok := readDebuginfodConfig(func(k string) string { return env[k] }); ok {
+		t.Error("client on with no http(s) server")
+	}
+	for id, want := range map[string]bool{"0123abcd": true, "0123ABCD": false, "../../etc": false, "abc": false, "": false} {
+		if validBuildID(id) != want {
+			t.Errorf("validBuildID(%q) = %v", id, !want)
+		}
+	}
+}
