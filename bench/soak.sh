@@ -2,7 +2,8 @@
 # Soak test: profile the whole system for SOAK_SECONDS at SOAK_HZ while
 # thousands of short-lived processes come and go, record gprofile's
 # resident memory, threads and open file descriptors every SOAK_EVERY
-# seconds, and fail when any of them grows without bound.
+# seconds, with its goroutines and Go heap (GPROFILE_STATS, see
+# cmd/gprofile/devprof.go), and fail when any of them grows without bound.
 #
 #   sudo bench/soak.sh                      # 600 s at 999 Hz
 #   sudo SOAK_SECONDS=120 bench/soak.sh     # a shorter run
@@ -17,18 +18,24 @@
 # so gprofile sees new pids, new binaries and exited processes all along.
 #
 # Output, in SOAK_DIR (default: a new directory under /tmp, printed):
-#   soak.csv       t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks:
+#   soak.csv       t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks,
+#                  goroutines,heap_inuse_kb,heap_objects:
 #                  gprofile's VmRSS (RssAnon: heap; RssFile: mapped
-#                  files), VmHWM, threads, open fds, and the processes
-#                  started on the machine since the soak began
+#                  files), VmHWM, threads, open fds, the processes
+#                  started on the machine since the soak began, and
+#                  gprofile's last GPROFILE_STATS line (goroutines, Go
+#                  heap in use, live heap objects; written every 10 s)
+#   stats.txt      the GPROFILE_STATS lines
 #   soak.pb.gz     the profile gprofile wrote at SIGINT
 #   gprofile.err   gprofile's stderr (summary, unnamed-frame reasons)
 #
 # Verdict: the samples after SOAK_WARMUP seconds are cut in thirds; the
 # soak fails (exit 1) when the mean of the last third exceeds the first
 # third's by more than 50% and 20 MB of RSS, or by more than 20 fds or
-# 20 threads; or when gprofile dies, exits non-zero, or writes a profile
+# 20 threads or 20 goroutines; or when gprofile dies, exits non-zero, or writes a profile
 # that `go tool pprof -top` cannot read. Needs root, gcc and go.
+# GPROFILE_MEMPROFILE=FILE (passed on) makes gprofile write a heap
+# profile at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -103,7 +110,9 @@ churn() {
 	done
 }
 
-"$SOAK_DIR/gprofile" -f "$SOAK_HZ" -o "$SOAK_DIR/soak.pb.gz" 2>"$SOAK_DIR/gprofile.err" &
+stats="$SOAK_DIR/stats.txt"
+rm -f "$stats"
+GPROFILE_STATS=$stats "$SOAK_DIR/gprofile" -f "$SOAK_HZ" -o "$SOAK_DIR/soak.pb.gz" 2>"$SOAK_DIR/gprofile.err" &
 gp=$!
 pids+=("$gp")
 sleep 1
@@ -119,7 +128,7 @@ for w in $(seq 1 "$SOAK_WORKERS"); do
 done
 
 csv="$SOAK_DIR/soak.csv"
-echo "t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks" >"$csv"
+echo "t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks,goroutines,heap_inuse_kb,heap_objects" >"$csv"
 start=$(date +%s)
 while :; do
 	now=$(date +%s)
@@ -135,7 +144,9 @@ while :; do
 	hwm=$(awk '/^VmHWM:/ {print $2}' <<<"$status")
 	thr=$(awk '/^Threads:/ {print $2}' <<<"$status")
 	fds=$(find "/proc/$gp/fd" -mindepth 1 -maxdepth 1 | wc -l)
-	echo "$t,$rss,$anon,$file,$hwm,$thr,$fds,$(($(forks) - forks0))" >>"$csv"
+	# unix_time goroutines heap_inuse_bytes heap_objects -> goroutines,kB,objects
+	gstats=$(tail -1 "$stats" 2>/dev/null | awk 'NF == 4 {printf "%d,%d,%d", $2, $3 / 1024, $4}')
+	echo "$t,$rss,$anon,$file,$hwm,$thr,$fds,$(($(forks) - forks0)),${gstats:-,,}" >>"$csv"
 	[ "$t" -ge "$SOAK_SECONDS" ] && break
 	left=$((SOAK_EVERY - ($(date +%s) - now)))
 	if [ "$left" -gt 0 ]; then sleep "$left"; fi
@@ -161,7 +172,7 @@ fi
 # Growth: the mean of the last third of the samples after warm-up against
 # the first third's.
 if ! awk -F, -v warm="$SOAK_WARMUP" '
-	NR > 1 && $1 >= warm { n++; t[n] = $1; rss[n] = $2; thr[n] = $6; fd[n] = $7 }
+	NR > 1 && $1 >= warm { n++; t[n] = $1; rss[n] = $2; thr[n] = $6; fd[n] = $7; gr[n] = $9; heap[n] = $10 }
 	function mean(a, from, to,   s, i) { for (i = from; i <= to; i++) s += a[i]; return s / (to - from + 1) }
 	END {
 		if (n < 3) { print "soak: too few samples after warm-up"; exit 1 }
@@ -169,12 +180,16 @@ if ! awk -F, -v warm="$SOAK_WARMUP" '
 		r0 = mean(rss, 1, k); r1 = mean(rss, n - k + 1, n)
 		f0 = mean(fd, 1, k); f1 = mean(fd, n - k + 1, n)
 		h0 = mean(thr, 1, k); h1 = mean(thr, n - k + 1, n)
-		printf "soak: RSS %.1f -> %.1f MB, fds %.1f -> %.1f, threads %.1f -> %.1f (means of the first and last third after %d s)\n",
-			r0 / 1024, r1 / 1024, f0, f1, h0, h1, warm
+		g0 = mean(gr, 1, k); g1 = mean(gr, n - k + 1, n)
+		p0 = mean(heap, 1, k); p1 = mean(heap, n - k + 1, n)
+		printf "soak: RSS %.1f -> %.1f MB, Go heap in use %.1f -> %.1f MB, fds %.1f -> %.1f, threads %.1f -> %.1f, goroutines %.1f -> %.1f (means of the first and last third after %d s)\n",
+			r0 / 1024, r1 / 1024, p0 / 1024, p1 / 1024, f0, f1, h0, h1, g0, g1, warm
 		bad = 0
 		if (r1 > r0 * 1.5 && r1 - r0 > 20 * 1024) { print "soak: FAIL: RSS grew more than 50% and 20 MB"; bad = 1 }
 		if (f1 - f0 > 20) { print "soak: FAIL: open fds grew by more than 20"; bad = 1 }
 		if (h1 - h0 > 20) { print "soak: FAIL: threads grew by more than 20"; bad = 1 }
+		if (g0 == 0) { print "soak: FAIL: no goroutine counts (GPROFILE_STATS)"; bad = 1 }
+		if (g1 - g0 > 20) { print "soak: FAIL: goroutines grew by more than 20"; bad = 1 }
 		exit bad
 	}' "$csv"; then
 	fail=1

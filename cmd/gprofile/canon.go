@@ -1,93 +1,102 @@
 package main
 
 import (
-	"encoding/binary"
-	"hash/maphash"
-
+	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
 // stackEntry is what the collector keeps per raw stack of a process.
 type stackEntry struct {
-	// st holds this process's frames, addresses as sampled: for the
-	// per-sample text and JSON output.
+	// id is the stack in the aggregate, shared by every process whose
+	// stack has the same frames at the same file offsets of the same
+	// binaries (output.Aggregator.InternStack).
+	id output.StackID
+	// st holds this process's frames, addresses as sampled, for the
+	// per-sample text and JSON output; nil when nothing streams.
 	st *symbolize.Stack
-	// canon is shared by every process whose stack has the same frames at
-	// the same file offsets of the same binaries: what the aggregator
-	// keeps, so that many processes of one program (or one process after
-	// another) cost one copy of the frames.
-	canon *symbolize.Stack
 }
 
-// canonical returns the stack that stands for st in the aggregate: the
-// first stack seen with the same content. Content is, per frame, the
-// binary (build ID, path, device, inode), the file offset, the names and
-// lines and flags; addresses in anonymous memory (JIT code) and outside
-// any mapping also count the pid, since they mean nothing elsewhere.
-func (c *collector) canonical(pid uint32, st *symbolize.Stack) *symbolize.Stack {
-	k := c.ckey[:0]
-	for i := range st.Frames {
-		f := &st.Frames[i]
-		k = appendFrameKey(k, pid, f)
-	}
-	c.ckey = k
-	// The key is hashed to 128 bits: keys are long (names, paths), and
-	// there may be millions of stacks in a long run.
-	h := contentHash{maphash.Bytes(c.seeds[0], k), maphash.Bytes(c.seeds[1], k)}
-	if canon, ok := c.canon[h]; ok {
-		return canon
-	}
-	c.canon[h] = st
-	return st
+// canonical returns the id of st, a stack of process pid, in the
+// aggregate: stacks with the same content share one (see
+// output.Aggregator.InternStack).
+func (c *collector) canonical(pid uint32, st *symbolize.Stack) output.StackID {
+	return c.agg.InternStack(pid, st)
 }
 
-// contentHash is a 128-bit hash of a stack's content key.
-type contentHash [2]uint64
+// junkCheck tells whether a return address of a user stack surely is
+// none (symbolize.Symbolizer.BadReturnAddress of the stack's process).
+type junkCheck func(addr uint64) bool
 
-func appendFrameKey(k []byte, pid uint32, f *symbolize.Frame) []byte {
-	ne := binary.NativeEndian
-	m := f.Mapping
-	switch {
-	case m == nil:
-		k = ne.AppendUint32(append(k, 'n'), pid)
-		k = ne.AppendUint64(k, f.Address)
-	case m.Kernel:
-		k = ne.AppendUint64(append(k, 'k'), f.Address)
-	default:
-		k = append(append(k, 'u'), m.BuildID...)
-		k = append(append(k, 0), m.Path...)
-		k = ne.AppendUint64(append(k, 0), m.Device)
-		k = ne.AppendUint64(k, m.Inode)
-		if m.Inode == 0 && m.BuildID == "" {
-			k = ne.AppendUint32(k, pid)
-		}
-		k = ne.AppendUint64(k, f.Address-m.Start+m.Offset)
-	}
-	k = append(append(k, f.Function...), 0)
-	k = append(append(k, f.SystemName...), 0)
-	k = append(append(k, f.File...), 0)
-	k = ne.AppendUint32(k, uint32(f.Line))
-	flags := byte(f.Reason) << 2
-	if f.Inlined {
-		flags |= 1
-	}
-	if f.Kernel {
-		flags |= 2
-	}
-	return append(k, flags)
-}
-
-// trimJunk cuts the user part of st after its first frame in no mapping:
-// frame-pointer unwinding through code built without frame pointers reads
-// garbage "return addresses", and every one after the first is noise that
-// would make each stack unique. It returns st itself when there is nothing
-// to cut, else a trimmed copy.
-func trimJunk(st *symbolize.Stack) *symbolize.Stack {
-	for i := range st.Frames {
-		f := &st.Frames[i]
-		if !f.Kernel && f.Reason == symbolize.ReasonNoMapping && i+1 < len(st.Frames) {
-			return &symbolize.Stack{Frames: st.Frames[: i+1 : i+1]}
+// trimJunk cuts the user part of st at its first frame that cannot be a
+// caller's: frame-pointer unwinding through code built without frame
+// pointers (dash, most C libraries) reads other words of the stack as
+// return addresses, and each such junk address, and every one after it,
+// would make the stack unique. The user leaf (the sampled pc) always
+// stays; after it, walking up:
+//   - a frame whose return address bad says follows no call instruction
+//     is junk, unless its callee is a Go function that the runtime enters
+//     without a call (runtime.asyncPreempt, runtime.sigpanic): the cut
+//     drops it and all after it;
+//   - a frame in no mapping of the process is junk when it is the first
+//     after the leaf (the return address that a leaf without a frame
+//     pointer makes up): the cut drops it and all after it. Further up,
+//     after callers that check out, it may be real code that the
+//     symbolizer's copy of the maps does not show yet (a library mapped
+//     after the maps were read): it stays, and the cut drops what follows;
+//   - when the leaf itself lies in no mapping, what follows it goes.
+//
+// Kernel frames stay as they are. The cut leaves no marker: the stack
+// ends at the last frame kept. trimJunk returns st itself when there is
+// nothing to cut, else a trimmed copy that shares st's frames. bad may be
+// nil.
+func trimJunk(st *symbolize.Stack, bad junkCheck) *symbolize.Stack {
+	frames := st.Frames
+	leaf := -1 // the index of the user leaf's first frame
+	for i := 0; i < len(frames); i = locEnd(frames, i) {
+		f := &frames[i]
+		switch {
+		case f.Kernel:
+			continue
+		case leaf < 0:
+			leaf = i
+			if f.Reason == symbolize.ReasonNoMapping && locEnd(frames, i) < len(frames) {
+				return cut(frames, locEnd(frames, i))
+			}
+		case f.Reason == symbolize.ReasonNoMapping:
+			if frames[i-1].Address == frames[leaf].Address {
+				return cut(frames, i) // right after the leaf
+			}
+			if end := locEnd(frames, i); end < len(frames) {
+				return cut(frames, end)
+			}
+		case f.Mapping != nil && bad != nil && !enteredWithoutCall(&frames[i-1]) && bad(f.Address):
+			return cut(frames, i)
 		}
 	}
 	return st
+}
+
+// locEnd returns the end of the location that starts at frames[i]: its
+// inlined frames and the physical frame, which share one address.
+func locEnd(frames []symbolize.Frame, i int) int {
+	for i+1 < len(frames) && frames[i].Inlined && frames[i+1].Address == frames[i].Address {
+		i++
+	}
+	return i + 1
+}
+
+// cut returns a stack of frames[:n], sharing frames.
+func cut(frames []symbolize.Frame, n int) *symbolize.Stack {
+	return &symbolize.Stack{Frames: frames[:n:n]}
+}
+
+// enteredWithoutCall reports whether f is a function that the Go runtime
+// enters by pushing the interrupted pc as its return address rather than
+// by a call: the frame after it is real, yet follows no call.
+func enteredWithoutCall(f *symbolize.Frame) bool {
+	switch f.Function {
+	case "runtime.asyncPreempt", "runtime.sigpanic", "runtime.sigpanic0":
+		return true
+	}
+	return false
 }

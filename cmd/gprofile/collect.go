@@ -14,37 +14,48 @@ import (
 
 // collector turns samples into aggregated, symbolized stacks. Each unique
 // raw stack of a process is symbolized once, when first seen (so a process
-// that exits later keeps its names); after that a sample costs two map
-// lookups, the second keyed by the raw IPs. When a process exits, what is
-// cached about it (its stack memo here, its maps and address caches in the
-// symbolizer) is dropped evictDelay later, once its last samples are in.
+// that exits later keeps its names), cut after its junk frames
+// (trimJunk) and interned in the aggregate by content; after that a
+// sample costs a hash of its raw IPs and a few map lookups. When a process
+// exits, what is cached about it (its stack memo here, its maps and
+// address caches in the symbolizer, its entries in the aggregate's index)
+// is dropped evictDelay later, once its last samples are in.
 type collector struct {
 	sym     *symbolize.Symbolizer
 	agg     *output.Aggregator
-	stream  streamer                         // per-sample writer, or nil
-	stacks  map[uint32]map[string]stackEntry // pid -> raw IPs -> stacks
-	canon   map[contentHash]*symbolize.Stack // content -> shared stack (canon.go)
-	seeds   [2]maphash.Seed
-	ckey    []byte              // reused content key buffer
-	exited  []exited            // processes to evict, oldest first
-	comms   map[string]string   // interned comm strings
-	key     []byte              // reused key buffer
-	tid     bool                // aggregate by thread (tid label)
-	cpu     bool                // aggregate by CPU (cpu label)
-	cgroups *attach.CgroupNames // names cgroups (cgroup label), or nil
-	wall0   time.Time           // wall time at CLOCK_MONOTONIC 0
+	stream  streamer                          // per-sample writer, or nil
+	stacks  map[uint32]map[rawHash]stackEntry // pid -> hash of raw IPs -> stack
+	seed    maphash.Seed                      // of rawHash
+	mult    uint64                            // of rawHash: random, odd
+	exited  []exited                          // processes to evict, oldest first
+	comms   map[string]string                 // interned comm strings
+	key     []byte                            // reused raw IPs buffer
+	tid     bool                              // aggregate by thread (tid label)
+	cpu     bool                              // aggregate by CPU (cpu label)
+	cgroups *attach.CgroupNames               // names cgroups (cgroup label), or nil
+	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	err     error // first error of the stream writer
 }
+
+// rawHash is a 128-bit hash of a raw stack (kernel and user IPs): a memo
+// key of 16 bytes, where the IPs take up to 1 KiB.
+type rawHash [2]uint64
+
+// maxMemo caps the raw stacks memoized per process; a process that has
+// more (a long-lived one with ever new stacks) starts a new memo, and
+// its stacks are symbolized again (through the symbolizer's address
+// cache) as they come back.
+const maxMemo = 1 << 14
 
 func newCollector(sym *symbolize.Symbolizer, labels []string, stream streamer) *collector {
 	return &collector{
 		sym:    sym,
 		agg:    output.NewAggregator(),
 		stream: stream,
-		stacks: map[uint32]map[string]stackEntry{},
-		canon:  map[contentHash]*symbolize.Stack{},
-		seeds:  [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		stacks: map[uint32]map[rawHash]stackEntry{},
+		seed:   maphash.MakeSeed(),
+		mult:   maphash.Comparable(maphash.MakeSeed(), 0) | 1,
 		comms:  map[string]string{},
 		tid:    slices.Contains(labels, output.LabelTID),
 		cpu:    slices.Contains(labels, output.LabelCPU),
@@ -84,24 +95,16 @@ func (c *collector) add(s *attach.Sample) {
 		c.evict(s.TimeNs)
 	}
 	c.samples++
-	k := binary.NativeEndian.AppendUint16(c.key[:0], uint16(len(s.KernelIPs)))
-	for _, ip := range s.KernelIPs {
-		k = binary.NativeEndian.AppendUint64(k, ip)
-	}
-	for _, ip := range s.UserIPs {
-		k = binary.NativeEndian.AppendUint64(k, ip)
-	}
-	c.key = k
+	h := c.rawHash(s)
 	memo := c.stacks[s.PID]
-	if memo == nil {
-		memo = map[string]stackEntry{}
+	if memo == nil || len(memo) >= maxMemo {
+		memo = map[rawHash]stackEntry{}
 		c.stacks[s.PID] = memo
 	}
-	e, ok := memo[string(k)]
+	e, ok := memo[h]
 	if !ok {
-		e.st = trimJunk(c.sym.Stack(s.PID, s.KernelIPs, s.UserIPs))
-		e.canon = c.canonical(s.PID, e.st)
-		memo[string(k)] = e
+		e = c.symbolize(s)
+		memo[h] = e
 	}
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
@@ -118,21 +121,55 @@ func (c *collector) add(s *attach.Sample) {
 	if c.cgroups != nil {
 		key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
-	c.agg.AddSample(key, e.canon, int64(s.Period))
+	c.agg.AddStack(key, e.id, int64(s.Period))
 	if c.stream != nil && c.err == nil {
 		m := output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
 		c.err = c.stream.WriteSample(m, e.st)
 	}
 }
 
+// rawHash hashes the raw stack of s: maphash of its bytes, and a
+// polynomial over its IPs with a random odd multiplier, so that a clash
+// needs both 64-bit halves to clash.
+func (c *collector) rawHash(s *attach.Sample) rawHash {
+	ne := binary.NativeEndian
+	h2 := uint64(len(s.KernelIPs))
+	k := ne.AppendUint16(c.key[:0], uint16(len(s.KernelIPs)))
+	for _, ip := range s.KernelIPs {
+		k = ne.AppendUint64(k, ip)
+		h2 = (h2 ^ ip) * c.mult
+	}
+	for _, ip := range s.UserIPs {
+		k = ne.AppendUint64(k, ip)
+		h2 = (h2 ^ ip) * c.mult
+	}
+	c.key = k
+	return rawHash{maphash.Bytes(c.seed, k), h2}
+}
+
+// symbolize makes the memo entry of the raw stack of s, seen for the
+// first time in its process: symbolized, cut after its junk frames,
+// interned in the aggregate.
+func (c *collector) symbolize(s *attach.Sample) stackEntry {
+	pid := s.PID
+	st := c.sym.Stack(pid, s.KernelIPs, s.UserIPs)
+	st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
+	e := stackEntry{id: c.canonical(pid, st)}
+	if c.stream != nil {
+		e.st = st
+	}
+	return e
+}
+
 // evict drops the caches of processes that exited evictDelay before now
-// (CLOCK_MONOTONIC ns). The aggregated samples keep their stacks.
+// (CLOCK_MONOTONIC ns). The aggregated samples stay.
 func (c *collector) evict(now uint64) {
 	n := 0
 	for n < len(c.exited) && now > c.exited[n].timeNs+uint64(evictDelay) {
 		pid := c.exited[n].pid
 		delete(c.stacks, pid)
 		c.sym.Forget(pid)
+		c.agg.Retire(pid)
 		n++
 	}
 	c.exited = append(c.exited[:0], c.exited[n:]...)

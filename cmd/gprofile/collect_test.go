@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
@@ -55,29 +56,11 @@ func TestCanonicalStacks(t *testing.T) {
 	if c.canonical(2, stack(lib(0x70000), 0x20)) == a {
 		t.Error("another offset shares the stack")
 	}
-	anon := func(pid uint32) *symbolize.Stack {
+	anon := func(pid uint32) output.StackID {
 		m := &symbolize.Mapping{Start: 0x5000, Limit: 0x6000, Path: "[anon]"}
 		return c.canonical(pid, stack(m, 0x10))
 	}
 	if anon(1) == anon(2) {
 		t.Error("JIT code of two processes shares a stack")
-	}
-}
-
-func TestTrimJunk(t *testing.T) {
-	m := &symbolize.Mapping{Start: 0x1000, Limit: 0x2000, Path: "/bin/x"}
-	st := &symbolize.Stack{Frames: []symbolize.Frame{
-		{Address: 0xffffffff81000000, Function: "k", Kernel: true},
-		{Address: 0x1010, Function: "leaf", Mapping: m},
-		{Address: 0x99, Reason: symbolize.ReasonNoMapping},
-		{Address: 0x1234567, Reason: symbolize.ReasonNoMapping},
-		{Address: 0x1020, Function: "junk", Mapping: m},
-	}}
-	got := trimJunk(st)
-	if len(got.Frames) != 3 || got.Frames[2].Address != 0x99 || len(st.Frames) != 5 {
-		t.Errorf("trimmed to %d frames (%+v), original now %d", len(got.Frames), got.Frames, len(st.Frames))
-	}
-	if clean := (&symbolize.Stack{Frames: st.Frames[:2]}); trimJunk(clean) != clean {
-		t.Error("a stack without junk was copied")
 	}
 }

@@ -1,10 +1,6 @@
 package output
 
 import (
-	"cmp"
-	"slices"
-	"strings"
-
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
@@ -46,26 +42,60 @@ type SampleKey struct {
 	Cgroup        string
 }
 
-// sampleKey identifies one Sample. The stack is compared by pointer: the
-// caller memoizes stacks, so equal raw stacks share one *symbolize.Stack.
-type sampleKey struct {
-	st *symbolize.Stack
-	SampleKey
+// recKey identifies one aggregated entry: a stack and a SampleKey with
+// its strings interned (24 bytes).
+type recKey struct {
+	stack         StackID
+	pid, tid, cpu uint32
+	comm, cgroup  strID
 }
+
+// record is one aggregated entry (40 bytes).
+type record struct {
+	recKey
+	count, nanos int64
+}
+
+// retireBatch is how many processes Retire collects before it sweeps
+// their entries out of the index.
+const retireBatch = 256
 
 // Aggregator merges samples with the same SampleKey and stack into one
 // Sample. The zero value is ready to use; an Aggregator is not safe for
 // concurrent use.
+//
+// It holds every distinct stack once, as a sequence of location ids, and
+// every location (the frames of one address: a binary and file offset,
+// or a kernel address) once, with its names in a string table; an
+// aggregated entry is a 40-byte record. Stacks come either by content
+// (InternStack, then AddStack: what a long run should use) or by pointer
+// (Add, AddSample: each distinct *symbolize.Stack is one stack, handed
+// back as it is by Samples). Entries of processes that will get no more
+// samples (Retire) leave the hash index and stay only in the packed
+// record slice, so that the memory a process costs after it exited is
+// 40 bytes per distinct (key, stack) and the stacks and locations it
+// added, which later processes of the same programs share.
 type Aggregator struct {
-	index   map[sampleKey]int // key -> index in samples
-	samples []Sample          // in order of first Add
+	strs    strTable
+	locs    locTable
+	stacks  stackTable
+	ptrIDs  map[*symbolize.Stack]StackID // stacks added by pointer
+	live    map[recKey]uint32            // index into recs; not retired
+	recs    chunks[record]               // in order of first add
+	retired map[uint32]bool              // pids to sweep out of live
+	swept   int                          // live entries deleted since live was made
 	count   int64
 	nanos   int64
+
+	hash       hasher             // of location and stack content keys
+	scratch    []byte             // content key being built
+	scratchIDs []uint32           // location ids of the stack being interned
+	built      []*symbolize.Stack // stack id -> its frames, made by Samples
 }
 
 // NewAggregator returns an empty Aggregator.
 func NewAggregator() *Aggregator {
-	return &Aggregator{index: make(map[sampleKey]int)}
+	return &Aggregator{live: make(map[recKey]uint32)}
 }
 
 // Add counts one sample of process pid, thread name comm and stack st that
@@ -81,42 +111,81 @@ func (a *Aggregator) Add(pid uint32, comm string, st *symbolize.Stack, nanos int
 //
 // Samples are merged by the st pointer, not by the frames it holds: the
 // caller must hand the same *symbolize.Stack for equal stacks of a process,
-// and must not change it afterwards. Adding to an existing entry is one map
-// lookup and allocates nothing.
+// and must not change it afterwards; Samples hands it back. (InternStack
+// and AddStack merge by content instead.) Adding to an existing entry is
+// a few map lookups and allocates nothing.
 func (a *Aggregator) AddSample(key SampleKey, st *symbolize.Stack, nanos int64) {
+	id, ok := a.ptrIDs[st]
+	if !ok {
+		if a.ptrIDs == nil {
+			a.ptrIDs = make(map[*symbolize.Stack]StackID)
+		}
+		id = a.stacks.addPointer(st)
+		a.ptrIDs[st] = id
+	}
+	a.AddStack(key, id, nanos)
+}
+
+// AddStack counts one sample with key and the stack id (from InternStack
+// or AddSample of this Aggregator) that stands for nanos nanoseconds of
+// CPU time (its sample period). Adding to an existing entry is a few map
+// lookups and allocates nothing.
+func (a *Aggregator) AddStack(key SampleKey, id StackID, nanos int64) {
 	a.count++
 	a.nanos += nanos
-	k := sampleKey{st: st, SampleKey: key}
-	if i, ok := a.index[k]; ok {
-		s := &a.samples[i]
-		s.Count++
-		s.Nanos += nanos
+	k := recKey{stack: id, pid: key.PID, tid: key.TID, cpu: key.CPU,
+		comm: a.strs.id(key.Comm), cgroup: a.strs.id(key.Cgroup)}
+	if i, ok := a.live[k]; ok {
+		r := a.recs.at(int(i))
+		r.count++
+		r.nanos += nanos
 		return
 	}
-	if a.index == nil {
-		a.index = make(map[sampleKey]int)
+	if a.live == nil {
+		a.live = make(map[recKey]uint32)
 	}
-	a.index[k] = len(a.samples)
-	a.samples = append(a.samples, Sample{PID: key.PID, TID: key.TID, CPU: key.CPU, Comm: key.Comm,
-		Cgroup: key.Cgroup, Stack: st, Count: 1, Nanos: nanos})
+	a.live[k] = uint32(a.recs.len())
+	a.recs.append(record{recKey: k, count: 1, nanos: nanos})
 }
 
-// Samples returns a new slice with one Sample per distinct key and stack,
-// sorted by pid, then tid, then comm (byte order), then cpu, then cgroup,
-// then stack
-// (frame by frame from the leaf: address, then function name), so that the
-// order does not depend on the order the samples arrived in. The Stacks are
-// shared with the Aggregator and the caller.
-func (a *Aggregator) Samples() []Sample {
-	out := slices.Clone(a.samples)
-	slices.SortStableFunc(out, compareSamples)
-	return out
+// Retire says that process pid will get no more samples (it exited): its
+// entries leave the index, in batches, and stay in the result. Should a
+// sample of pid come after all (a late one, or a new process with the
+// same pid), it gets a new entry, which Samples merges with the old one.
+func (a *Aggregator) Retire(pid uint32) {
+	if a.retired == nil {
+		a.retired = make(map[uint32]bool)
+	}
+	a.retired[pid] = true
+	if len(a.retired) >= retireBatch {
+		a.sweep()
+	}
 }
 
-// Len returns the number of distinct (key, stack) entries, which is the
-// length of the slice Samples returns.
+// sweep deletes the entries of the retired processes from the index, and
+// makes the index anew once it deleted more entries than it holds (a Go
+// map does not shrink).
+func (a *Aggregator) sweep() {
+	for k := range a.live {
+		if a.retired[k.pid] {
+			delete(a.live, k)
+			a.swept++
+		}
+	}
+	clear(a.retired)
+	if a.swept > len(a.live) {
+		live := make(map[recKey]uint32, len(a.live))
+		for k, i := range a.live {
+			live[k] = i
+		}
+		a.live, a.swept = live, 0
+	}
+}
+
+// Len returns the number of aggregated entries: the length of the slice
+// Samples returns, unless a retired process got samples again (Retire).
 func (a *Aggregator) Len() int {
-	return len(a.samples)
+	return a.recs.len()
 }
 
 // Total returns the number of samples added and the CPU time they stand
@@ -125,47 +194,41 @@ func (a *Aggregator) Total() (count, nanos int64) {
 	return a.count, a.nanos
 }
 
-func compareSamples(a, b Sample) int {
-	if c := cmp.Compare(a.PID, b.PID); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.TID, b.TID); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Comm, b.Comm); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.CPU, b.CPU); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Cgroup, b.Cgroup); c != 0 {
-		return c
-	}
-	return slices.CompareFunc(stackFrames(a.Stack), stackFrames(b.Stack), compareFrames)
+// chunkBits sets the size of the chunks of a chunks: 8192 elements.
+const chunkBits = 13
+
+// chunks is a slice that grows by fixed-size chunks: an Aggregator's
+// tables only grow, and a slice that doubles would at times hold twice
+// the memory it needs, and three times while it copies. Elements never
+// move, so pointers to them stay valid. The zero value is empty.
+type chunks[T any] struct {
+	c [][]T // every chunk but the last is full
+	n int
 }
 
-func compareFrames(a, b symbolize.Frame) int {
-	if c := cmp.Compare(a.Address, b.Address); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Function, b.Function); c != 0 {
-		return c
-	}
-	// An inlined frame sorts before a physical one at the same address.
-	switch {
-	case a.Inlined == b.Inlined:
-		return 0
-	case a.Inlined:
-		return -1
-	default:
-		return 1
-	}
+// len returns the number of elements.
+func (s *chunks[T]) len() int { return s.n }
+
+// at returns a pointer to element i (0 <= i < len).
+func (s *chunks[T]) at(i int) *T {
+	return &s.c[i>>chunkBits][i&(1<<chunkBits-1)]
 }
 
-// stackFrames returns the frames of st, nil for a nil stack.
-func stackFrames(st *symbolize.Stack) []symbolize.Frame {
-	if st == nil {
-		return nil
+// append adds v at the end.
+func (s *chunks[T]) append(v T) {
+	if s.n&(1<<chunkBits-1) == 0 {
+		s.c = append(s.c, make([]T, 0, 1<<chunkBits))
 	}
-	return st.Frames
+	last := &s.c[len(s.c)-1]
+	*last = append(*last, v)
+	s.n++
+}
+
+// flat returns the elements in one new slice.
+func (s *chunks[T]) flat() []T {
+	out := make([]T, 0, s.n)
+	for _, c := range s.c {
+		out = append(out, c...)
+	}
+	return out
 }

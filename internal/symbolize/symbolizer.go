@@ -51,6 +51,7 @@ type Symbolizer struct {
 	pending   int // binEntry files open, not read yet
 	lastSweep time.Time
 	stats     Stats
+	calls     callSites        // BadReturnAddress (callsite.go)
 	now       func() time.Time // time.Now; tests replace it
 }
 
@@ -248,6 +249,7 @@ func (s *Symbolizer) Close() error {
 	}
 	clear(s.procs)
 	clear(s.bins)
+	s.calls.close()
 	s.vdso = nil
 	return nil
 }
