@@ -25,6 +25,7 @@ type collector struct {
 	agg     *output.Aggregator
 	stream  streamer                          // per-sample writer, or nil
 	stacks  map[uint32]map[rawHash]stackEntry // pid -> hash of raw IPs -> stack
+	gen     uint64                            // sym.Generation() the memo was made at
 	seed    maphash.Seed                      // of rawHash
 	mult    uint64                            // of rawHash: random, odd
 	exited  []exited                          // processes to evict, oldest first
@@ -93,6 +94,12 @@ func (c *collector) add(s *attach.Sample) {
 	}
 	if len(c.exited) > 0 && s.TimeNs > c.exited[0].timeNs+uint64(evictDelay) {
 		c.evict(s.TimeNs)
+	}
+	if g := c.sym.Generation(); g != c.gen {
+		// Debug info arrived in the background (debuginfod): memoized
+		// stacks may lack file:line; symbolize them again from now on.
+		c.gen = g
+		clear(c.stacks)
 	}
 	c.samples++
 	h := c.rawHash(s)

@@ -327,4 +327,7 @@ func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed
 	if st.Frames[symbolize.ReasonNoAccess] > 0 && os.Geteuid() != 0 {
 		fmt.Fprintln(w, "gprofile: reading other users' processes and binaries needs root or CAP_SYS_PTRACE")
 	}
+	if note := symbolize.DebuginfodNote(); note != "" {
+		fmt.Fprintf(w, "gprofile: %s\n", note)
+	}
 }

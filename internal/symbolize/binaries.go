@@ -44,6 +44,7 @@ type binEntry struct {
 	bin     *Binary
 	reason  Reason
 	buildID string // of a file that is not usable ELF, if its notes say
+	stale   bool   // bin lacks a debug file debuginfod has since sent
 }
 
 // isFilePath reports whether a maps path names a file that may be ELF:
@@ -114,10 +115,30 @@ func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*Binary, Reason) {
 		s.bins[key] = be
 		s.pending++
 	}
+	if be.stale {
+		s.reload(pid, e, be)
+	}
 	if be.file != nil {
 		s.load(be)
 	}
 	return be.bin, be.reason
+}
+
+// reload opens the file of the stale entry be again, through process
+// pid, so that the caller's load reads it with the debug file that has
+// arrived since; if the file cannot be opened now (the process exited,
+// say), be keeps its Binary without the debug file.
+func (s *Symbolizer) reload(pid uint32, e *MapsEntry, be *binEntry) {
+	be.stale = false
+	if be.file != nil {
+		return
+	}
+	f, opts, err := s.openMapped(pid, e, nil)
+	if err != nil {
+		return
+	}
+	be.file, be.opts = f, opts
+	s.pending++
 }
 
 // buildIDOf returns the build ID the cache holds for the file of e when
@@ -160,6 +181,8 @@ func (s *Symbolizer) load(be *binEntry) {
 	switch {
 	case err == nil:
 		be.bin = b
+	case be.bin != nil:
+		// Read again (see reload) and failed: keep the first reading.
 	case errors.Is(err, ErrBadELF):
 		be.reason = ReasonBadELF
 	default:
@@ -216,7 +239,7 @@ func (s *Symbolizer) release(be *binEntry) {
 // if the caller has it open, else nil. The LoadOptions say where its
 // .gnu_debuglink file may be: next to it, inside the process's root.
 func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.File, LoadOptions, error) {
-	opts := LoadOptions{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path)}
+	opts := LoadOptions{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), fetch: s.fetch}
 	var firstErr error
 	if root == nil {
 		r, err := openRoot(s.procPath(pid, "root"))
@@ -322,7 +345,7 @@ func sameInode(f *os.File, ino uint64) bool {
 func (s *Symbolizer) vdsoFor(e *MapsEntry) *Binary {
 	if !s.vdsoTried {
 		s.vdsoTried = true
-		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, s.debugDirs)
+		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &LoadOptions{DebugDirs: s.debugDirs, fetch: s.fetch})
 	}
 	if s.vdso == nil || e.Limit-e.Start != s.vdsoSize {
 		return nil
@@ -333,8 +356,12 @@ func (s *Symbolizer) vdsoFor(e *MapsEntry) *Binary {
 // loadVDSO reads our own vDSO image from <procRoot>/self/mem at the
 // [vdso] mapping of <procRoot>/self/maps, and returns it with its size in
 // bytes. Its debug file, if any (linux-image-*-dbg ships one), is found
-// by build ID in debugDirs.
-func loadVDSO(procRoot string, debugDirs []string) (*Binary, uint64) {
+// by build ID as opts says (opts.DebugDirs, then debuginfod); nil opts
+// means the zero LoadOptions.
+func loadVDSO(procRoot string, opts *LoadOptions) (*Binary, uint64) {
+	if opts == nil {
+		opts = &LoadOptions{}
+	}
 	data, err := os.ReadFile(procRoot + "/self/maps")
 	if err != nil {
 		return nil, 0
@@ -353,7 +380,7 @@ func loadVDSO(procRoot string, debugDirs []string) (*Binary, uint64) {
 		if _, err := mem.ReadAt(img, int64(e.Start)); err != nil {
 			return nil, 0
 		}
-		b, err := LoadBinary(bytes.NewReader(img), LoadOptions{DebugDirs: debugDirs})
+		b, err := LoadBinary(bytes.NewReader(img), *opts)
 		if err != nil {
 			return nil, 0
 		}

@@ -14,7 +14,10 @@ import (
 func DefaultDebugDirs() []string { return []string{"/usr/lib/debug"} }
 
 // LoadOptions says where LoadBinary looks for a binary's separate debug
-// information. The zero value searches DefaultDebugDirs by build ID only.
+// information. The zero value searches DefaultDebugDirs by build ID only,
+// then, with DEBUGINFOD_URLS set, the debuginfod cache and servers:
+// LoadBinary then waits for the download (a Symbolizer runs it in the
+// background instead; see Symbolizer.Generation).
 type LoadOptions struct {
 	// DebugDirs are the global debug directories, host paths, searched in
 	// order: <dir>/.build-id/<first 2 hex digits>/<rest>.debug by GNU build
@@ -33,6 +36,9 @@ type LoadOptions struct {
 	// root, when set, is the root of the process that mapped the
 	// binary, and Dir a path inside it, resolved inside it.
 	root *rootDir
+	// fetch, when set, downloads from debuginfod in the background
+	// (see fetchDebugFile); nil blocks LoadBinary for the download.
+	fetch *debuginfodFetcher
 }
 
 // debugDirs returns o.DebugDirs, or the default when it is nil.
@@ -70,13 +76,14 @@ func needsDebugFile(f *elf.File) bool {
 // is buildID and which was read from self), or nil when there is none
 // that matches. It looks by build ID first, then by .gnu_debuglink,
 // whose CRC must match. Unreadable or corrupt candidates are skipped.
-// Failing those, when f has no DWARF, it asks the debuginfod servers of
-// DEBUGINFOD_URLS, if set (see fetchDebugFile).
+// Failing those, when f has no DWARF, it asks the debuginfod cache and
+// servers of DEBUGINFOD_URLS, if set (see fetchDebugFile): in the
+// background through opts.fetch when set.
 func findDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *LoadOptions) *debugFile {
 	if d := findLocalDebugFile(f, buildID, self, opts); d != nil || hasDWARF(f) {
 		return d
 	}
-	return fetchDebugFile(f, buildID, self)
+	return fetchDebugFile(f, buildID, self, opts.fetch)
 }
 
 // findLocalDebugFile looks for the debug file of f in the file system,

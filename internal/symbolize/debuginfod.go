@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"context"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -93,6 +94,7 @@ type debuginfodClient struct {
 
 	mu     sync.Mutex
 	misses map[string]bool      // build IDs found nowhere this run
+	got    map[string]bool      // build IDs downloaded or found cached
 	down   map[string]time.Time // server URL: skipped until then
 	counts debuginfodCounts
 }
@@ -102,6 +104,9 @@ type debuginfodCounts struct {
 	downloaded, cached, notFound, failed int
 	bytes                                int64  // downloaded
 	lastErr                              string // of the last failure
+	// pending counts the downloads queued or under way in the
+	// background, cancelled those a Symbolizer's Close stopped.
+	pending, cancelled int
 }
 
 // debuginfodState holds the client of the current environment.
@@ -137,14 +142,26 @@ func currentDebuginfod() *debuginfodClient {
 // fetchDebugFile is the last resort of findDebugFile: the debug file of
 // f (hex build ID buildID, read from self) from the debuginfod cache or
 // servers, or nil when debuginfod is off, f has no build ID, or no server
-// has it (see debuginfodClient.find). It blocks for as long as a download
+// has it (see debuginfodClient.cached). A cached file (or a known miss)
+// is answered at once. Otherwise, when fetcher is not nil, the download
+// starts in the background and fetchDebugFile returns nil: the fetcher
+// tells its Symbolizer when the file has arrived. With fetcher nil (a
+// LoadBinary outside a Symbolizer) it blocks for as long as the download
 // takes (DEBUGINFOD_TIMEOUT and DEBUGINFOD_MAXTIME bound it).
-func fetchDebugFile(f *elf.File, buildID string, self io.ReaderAt) *debugFile {
+func fetchDebugFile(f *elf.File, buildID string, self io.ReaderAt, fetcher *debuginfodFetcher) *debugFile {
 	c := currentDebuginfod()
 	if c == nil || !validBuildID(buildID) {
 		return nil
 	}
-	path := c.find(f, buildID)
+	path, known := c.cached(buildID)
+	switch {
+	case known:
+	case fetcher != nil:
+		fetcher.start(c, elfKindOf(f), buildID)
+		return nil
+	default:
+		path = c.get(context.Background(), elfKindOf(f), buildID)
+	}
 	if path == "" {
 		return nil
 	}
@@ -165,31 +182,44 @@ func validBuildID(id string) bool {
 	return true
 }
 
-// find returns the path of the cached debug file of f (build ID id),
-// downloading it first when the cache lacks it, or "" when it is found
-// nowhere: a build ID missed once this run, or marked missing on disk
-// less than cache_miss_s ago, is not asked for again.
-func (c *debuginfodClient) find(f *elf.File, id string) string {
+// cached answers from what is known without the network: the path of
+// the cached debug file of build ID id, or "" for a build ID missed once
+// this run or marked missing on disk less than cache_miss_s ago. known
+// is false when only a download can tell (see get).
+func (c *debuginfodClient) cached(id string) (path string, known bool) {
 	c.mu.Lock()
 	missed := c.misses[id]
 	c.mu.Unlock()
 	if missed {
-		return ""
+		return "", true
 	}
-	path := filepath.Join(c.cfg.cache, id, "debuginfo")
+	path = filepath.Join(c.cfg.cache, id, "debuginfo")
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
 		if st.Size() > 0 {
-			c.count(func(n *debuginfodCounts) { n.cached++ })
-			return path
+			c.count(func(n *debuginfodCounts) {
+				if !c.got[id] { // counted once, as downloaded or cached
+					c.got[id] = true
+					n.cached++
+				}
+			})
+			return path, true
 		}
 		if time.Since(st.ModTime()) < c.cacheMiss() {
 			c.miss(id)
-			return ""
+			return "", true
 		}
 		os.Remove(path) // the miss has expired: ask again
 	}
-	path, allMissing := c.download(f, id)
-	if path == "" {
+	return "", false
+}
+
+// get downloads the debug file of id (for a binary of kind k) and
+// returns its path in the cache, or "" when no server sent it: the miss
+// is remembered for the run and, when every server answered 404, on disk.
+// A download cancelled through ctx is neither.
+func (c *debuginfodClient) get(ctx context.Context, k elfKind, id string) string {
+	path, allMissing := c.download(ctx, k, id)
+	if path == "" && ctx.Err() == nil {
 		c.miss(id)
 		if allMissing {
 			c.markMissing(id)
@@ -241,12 +271,15 @@ func (c *debuginfodClient) markMissing(id string) {
 
 // DebuginfodNote returns one line on what the debuginfod client did in
 // this process, such as "debuginfod: 2 debug files downloaded (3.1 MiB),
-// 1 from the cache, 4 not found, 1 failed (last: ...)", or "" when
-// DEBUGINFOD_URLS is unset or no binary needed it. A failure (timeout,
-// refused connection, an answer that is not the right ELF file, a
-// download over DEBUGINFOD_MAXSIZE) leaves that binary without its
-// debug information for the rest of the run; its frames keep what the
-// binary's own symbols give.
+// 1 from the cache, 4 not found, 1 failed (last: ...), 2 unfinished at
+// exit", or "" when DEBUGINFOD_URLS is unset or no binary needed it.
+// Counts are of distinct build IDs. A failure (timeout, refused
+// connection, an answer that is not the right ELF file, a download over
+// DEBUGINFOD_MAXSIZE) leaves that binary without its debug information
+// for the rest of the run; its frames keep what the binary's own symbols
+// give. "Unfinished" downloads were still queued or under way in the
+// background (a Symbolizer's Close cancels them): frames sampled before a
+// download completes have no source lines.
 func DebuginfodNote() string {
 	c := currentDebuginfod()
 	if c == nil {
@@ -262,6 +295,9 @@ func DebuginfodNote() string {
 		n.downloaded, float64(n.bytes)/(1<<20), n.cached, n.notFound, n.failed)
 	if n.lastErr != "" {
 		s += " (last: " + n.lastErr + ")"
+	}
+	if n.pending+n.cancelled > 0 {
+		s += fmt.Sprintf(", %d unfinished at exit", n.pending+n.cancelled)
 	}
 	return s
 }

@@ -39,6 +39,7 @@ func newDebuginfodClient(cfg debuginfodConfig) *debuginfodClient {
 		cfg:    cfg,
 		http:   &http.Client{Transport: tr, CheckRedirect: httpRedirectOnly},
 		misses: make(map[string]bool),
+		got:    make(map[string]bool),
 		down:   make(map[string]time.Time),
 	}
 }
@@ -55,11 +56,22 @@ func httpRedirectOnly(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// download asks each server in turn for the debug file of id and
-// returns its path in the cache once one sends it. allMissing is true
-// when every server answered 404, the one outcome worth remembering on
-// disk.
-func (c *debuginfodClient) download(f *elf.File, id string) (path string, allMissing bool) {
+// elfKind is what a debug file must share with its binary besides the
+// build ID: the ELF class and machine.
+type elfKind struct {
+	class   elf.Class
+	machine elf.Machine
+}
+
+// elfKindOf returns the class and machine of f.
+func elfKindOf(f *elf.File) elfKind { return elfKind{f.Class, f.Machine} }
+
+// download asks each server in turn for the debug file of id (for a
+// binary of kind k) and returns its path in the cache once one sends
+// it. allMissing is true when every server answered 404, the one outcome
+// worth remembering on disk. When ctx is cancelled it returns "", false
+// at once, and neither the server nor the build ID is held against.
+func (c *debuginfodClient) download(ctx context.Context, k elfKind, id string) (path string, allMissing bool) {
 	allMissing = true
 	var failed error
 	for _, u := range c.cfg.urls {
@@ -67,10 +79,17 @@ func (c *debuginfodClient) download(f *elf.File, id string) (path string, allMis
 			allMissing = false
 			continue
 		}
-		path, n, err := c.fetch(u, f, id)
+		path, n, err := c.fetch(ctx, u, k, id)
 		if err == nil {
-			c.count(func(n2 *debuginfodCounts) { n2.downloaded++; n2.bytes += n })
+			c.count(func(n2 *debuginfodCounts) {
+				n2.downloaded++
+				n2.bytes += n
+				c.got[id] = true
+			})
 			return path, false
+		}
+		if ctx.Err() != nil {
+			return "", false
 		}
 		if errors.Is(err, errDebuginfodNotFound) {
 			continue
@@ -110,11 +129,11 @@ func (c *debuginfodClient) setDown(u string) {
 // (a temporary file in the same directory, renamed once complete and
 // checked), and returns its path and size. The file must be at most
 // cfg.maxSize bytes, arrive within cfg.maxTime with no pause over
-// cfg.timeout, and be an ELF file of f's class and machine whose build
-// ID is id.
-func (c *debuginfodClient) fetch(u string, f *elf.File, id string) (path string, size int64, err error) {
+// cfg.timeout, and be an ELF file of kind k whose build ID is id.
+// Cancelling parent stops it.
+func (c *debuginfodClient) fetch(parent context.Context, u string, k elfKind, id string) (path string, size int64, err error) {
 	url := u + "/buildid/" + id + "/debuginfo"
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.maxTime)
+	ctx, cancel := context.WithTimeout(parent, c.cfg.maxTime)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -163,7 +182,7 @@ func (c *debuginfodClient) fetch(u string, f *elf.File, id string) (path string,
 	case size > c.cfg.maxSize:
 		return "", 0, fmt.Errorf("get %s: over the %d-byte cap", url, c.cfg.maxSize)
 	}
-	if err = checkDebuginfo(tmp, f, id); err != nil {
+	if err = checkDebuginfo(tmp, k, id); err != nil {
 		return "", 0, fmt.Errorf("get %s: %w", url, err)
 	}
 	path = filepath.Join(dir, "debuginfo")
@@ -179,9 +198,9 @@ func (c *debuginfodClient) fetch(u string, f *elf.File, id string) (path string,
 	return path, size, nil
 }
 
-// checkDebuginfo checks that the downloaded file is an ELF file of f's
-// class and machine with the GNU build ID id.
-func checkDebuginfo(file *os.File, f *elf.File, id string) (err error) {
+// checkDebuginfo checks that the downloaded file is an ELF file of kind
+// k with the GNU build ID id.
+func checkDebuginfo(file *os.File, k elfKind, id string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("corrupt ELF file: debug/elf panicked: %v", p)
@@ -191,8 +210,8 @@ func checkDebuginfo(file *os.File, f *elf.File, id string) (err error) {
 	if err != nil {
 		return fmt.Errorf("not an ELF file: %w", err)
 	}
-	if ef.Class != f.Class || ef.Machine != f.Machine {
-		return fmt.Errorf("ELF file for %v %v, want %v %v", ef.Class, ef.Machine, f.Class, f.Machine)
+	if ef.Class != k.class || ef.Machine != k.machine {
+		return fmt.Errorf("ELF file for %v %v, want %v %v", ef.Class, ef.Machine, k.class, k.machine)
 	}
 	if got := buildID(ef); got != id {
 		return fmt.Errorf("ELF file with build ID %q, want %s", got, id)

@@ -46,8 +46,11 @@
 // that times out (DEBUGINFOD_TIMEOUT, default 10 s, to connect, to
 // answer, or between bytes; DEBUGINFOD_MAXTIME, default 120 s, in all)
 // is skipped for 5 minutes; downloads are capped at 4 GiB
-// (DEBUGINFOD_MAXSIZE lowers it). The download runs on the goroutine
-// that first looks the binary up; DebuginfodNote sums up what happened.
+// (DEBUGINFOD_MAXSIZE lowers it). Downloads run in the background (one
+// per build ID, two at a time), so that symbolizing never waits on the
+// network: a Symbolizer uses the file from the Stack call after it
+// arrives (see Symbolizer.Generation), and Close cancels them.
+// DebuginfodNote sums up what happened.
 //
 // Source lines and inlined frames come from DWARF (the package's own lazy
 // reader, dwarf_*.go: versions 2 to 5, 32- and 64-bit formats, compressed

@@ -42,8 +42,10 @@ type moduleMapping struct {
 
 // newKernelSymbolizer starts loading kallsyms (and, to bound module
 // symbols, procRoot/modules) in the background: reading /proc/kallsyms
-// costs the kernel 40-80 ms, which then overlaps with the caller's own
-// start-up (loading BPF, opening perf events). Failures leave it working
+// costs the kernel 45-60 ms (bench/symbolize/RESULTS.md; LoadKallsyms
+// parses each chunk as it is read, so the load ends soon after the
+// read), which then overlaps with the caller's own start-up (loading
+// BPF, opening perf events). Failures leave it working
 // with a note: kernel frames then stay unnamed.
 func newKernelSymbolizer(kallsymsPath, procRoot string) *kernelSymbolizer {
 	k := &kernelSymbolizer{

@@ -37,7 +37,9 @@ type Options struct {
 // Stack is called from one goroutine at a time. Observe may be called
 // from another goroutine at the same time (the one reading samples), so
 // that a process is seen while it lives even when Stack is busy reading
-// a large binary's debug information.
+// a large binary's debug information. Generation may be called from any
+// goroutine. Debug files downloaded from debuginfod servers arrive in the
+// background (see Generation); Close cancels the downloads.
 type Symbolizer struct {
 	mu        sync.Mutex // held by Stack except while it reads a binary
 	procRoot  string
@@ -48,7 +50,9 @@ type Symbolizer struct {
 	vdso      *Binary
 	vdsoSize  uint64
 	vdsoTried bool
-	pending   int // binEntry files open, not read yet
+	fetch     *debuginfodFetcher // debuginfod downloads (debuginfod_async.go)
+	applied   uint64             // fetch generation applied (applyArrivals)
+	pending   int                // binEntry files open, not read yet
 	lastSweep time.Time
 	stats     Stats
 	calls     callSites        // BadReturnAddress (callsite.go)
@@ -86,8 +90,11 @@ func (s Stats) Unnamed() uint64 {
 // opts.KallsymsPath (and module extents from <ProcRoot>/modules) in the
 // background; the first kernel frame (or Note) waits for them. A
 // missing, unreadable or hidden (kptr_restrict) kallsyms is not an error:
-// kernel frames then stay unnamed and Note says why. New returns no error
-// today; the error is kept for future sources (debuginfod, say).
+// kernel frames then stay unnamed and Note says why. Debug files that
+// debuginfod servers (DEBUGINFOD_URLS) must send are downloaded in the
+// background, not by New (see Generation). The error is always nil
+// today; it is part of the signature so that a future source that can
+// fail at start-up need not change it.
 func New(opts Options) (*Symbolizer, error) {
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = "/proc"
@@ -104,6 +111,7 @@ func New(opts Options) (*Symbolizer, error) {
 		kernel:    newKernelSymbolizer(opts.KallsymsPath, opts.ProcRoot),
 		procs:     make(map[uint32]*process),
 		bins:      make(map[binKey]*binEntry),
+		fetch:     newDebuginfodFetcher(),
 		now:       time.Now,
 	}, nil
 }
@@ -112,7 +120,8 @@ func New(opts Options) (*Symbolizer, error) {
 // named (kallsyms hidden by kernel.kptr_restrict, or unreadable), or ""
 // when kernel symbols are available. It waits for kallsyms to be loaded
 // (New starts that in the background): call it after the rest of the
-// start-up to hide the 40-80 ms /proc/kallsyms takes to read.
+// start-up to hide the 45-60 ms (kernel time) /proc/kallsyms takes to
+// read.
 func (s *Symbolizer) Note() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,10 +144,14 @@ func (s *Symbolizer) Note() string {
 // says why. A process whose maps could not be read when first seen gives
 // ReasonProcessGone (it exited) or ReasonNoAccess (permission), and a nil
 // Mapping. With kallsyms hidden or unreadable, kernel frames carry the
-// [kernel.kallsyms] mapping with the range [0, 2^64-1).
+// [kernel.kallsyms] mapping with the range [0, 2^64-1). Stack never
+// waits for a debuginfod download: see Generation.
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fetch.gen.Load() != s.applied {
+		s.applyArrivals()
+	}
 	frames := make([]Frame, 0, len(kernelIPs)+len(userIPs))
 	for i, addr := range kernelIPs {
 		fi := s.kernel.resolve(lookupAddr(i, addr))
@@ -237,11 +250,13 @@ func (s *Symbolizer) Forget(pid uint32) {
 	s.sweepBinaries()
 }
 
-// Close drops every cache and closes the binaries held open (those
-// opened when a process was first seen, not read yet). Close never
-// fails; it is idempotent. The Symbolizer must not be used after Close,
-// except to Close again.
+// Close cancels the debuginfod downloads under way or queued and waits
+// for them to end (a few ms), drops every cache and closes the binaries
+// held open (those opened when a process was first seen, not read yet).
+// Close never fails; it is idempotent. The Symbolizer must not be used
+// after Close, except to Close again.
 func (s *Symbolizer) Close() error {
+	s.fetch.close() // before s.mu: downloads never take it anyway
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, be := range s.bins {

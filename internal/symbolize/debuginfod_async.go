@@ -1,0 +1,155 @@
+package symbolize
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// maxDebuginfodDownloads caps the downloads one Symbolizer runs at the
+// same time; the others wait their turn.
+const maxDebuginfodDownloads = 2
+
+// debuginfodFetcher runs a Symbolizer's debuginfod downloads in the
+// background, so that symbolizing (and behind it, the reading of
+// samples) never waits on the network: at most one download per build ID
+// (later requests for it while it runs are dropped), at most
+// maxDebuginfodDownloads at a time. Each completed download is queued
+// for the Symbolizer, which picks the queue up at its next Stack (see
+// Symbolizer.applyArrivals), and bumps gen. It is safe for concurrent
+// use; its goroutines never take the Symbolizer's lock.
+type debuginfodFetcher struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	slots  chan struct{} // one token per running download
+	gen    atomic.Uint64 // completed downloads (see Symbolizer.Generation)
+
+	mu      sync.Mutex
+	closed  bool
+	active  map[string]bool // build IDs queued or downloading
+	done    map[string]bool // build IDs downloaded: never asked again
+	arrived []string        // build IDs downloaded, not yet applied
+}
+
+// newDebuginfodFetcher returns a fetcher with nothing under way.
+func newDebuginfodFetcher() *debuginfodFetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &debuginfodFetcher{
+		ctx: ctx, cancel: cancel,
+		slots:  make(chan struct{}, maxDebuginfodDownloads),
+		active: make(map[string]bool),
+		done:   make(map[string]bool),
+	}
+}
+
+// start downloads the debug file of build ID id (for a binary of kind
+// k) through c in the background, unless it is under way or done
+// already, or the fetcher is closed. It never blocks.
+func (d *debuginfodFetcher) start(c *debuginfodClient, k elfKind, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.active[id] || d.done[id] {
+		return
+	}
+	d.active[id] = true
+	d.wg.Add(1)
+	c.count(func(n *debuginfodCounts) { n.pending++ })
+	go d.run(c, k, id)
+}
+
+// run waits for a slot, downloads, and records the outcome.
+func (d *debuginfodFetcher) run(c *debuginfodClient, k elfKind, id string) {
+	defer d.wg.Done()
+	path := ""
+	select {
+	case d.slots <- struct{}{}:
+		path = c.get(d.ctx, k, id)
+		<-d.slots
+	case <-d.ctx.Done():
+	}
+	cancelled := d.ctx.Err() != nil
+	c.count(func(n *debuginfodCounts) {
+		n.pending--
+		if cancelled {
+			n.cancelled++
+		}
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.active, id)
+	if path != "" && !cancelled {
+		d.done[id] = true
+		d.arrived = append(d.arrived, id)
+		d.gen.Add(1)
+	}
+}
+
+// take returns the build IDs downloaded since the last take, and the
+// generation they bring the Symbolizer to.
+func (d *debuginfodFetcher) take() (ids []string, gen uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids, d.arrived = d.arrived, nil
+	return ids, d.gen.Load()
+}
+
+// close cancels the downloads under way or queued and waits for their
+// goroutines to end (a download being cancelled ends within a few ms).
+// It is idempotent; start does nothing after it.
+func (d *debuginfodFetcher) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+}
+
+// Generation returns a count of the debug files that debuginfod
+// downloads (DEBUGINFOD_URLS) brought in the background since New. When
+// a binary needs a debug file that is neither on disk nor in the
+// debuginfod cache, Stack does not wait for the download: it names that
+// binary's frames from its own symbols, without source lines, until the
+// file has arrived. From the Stack call after Generation changes, the
+// binary is read again with its debug file and the caches of the
+// processes that map it are dropped, so a caller that memoizes Stack
+// results must drop its memo when Generation changes: read Generation
+// before the Stack calls whose results it memoizes, and drop the memo
+// when it differs from the value read last time. It is safe to call
+// from any goroutine, at the cost of an atomic load.
+func (s *Symbolizer) Generation() uint64 { return s.fetch.gen.Load() }
+
+// applyArrivals makes the Symbolizer use the debug files downloaded
+// since the last call: the cached Binaries of those build IDs (without a
+// debug file) are marked stale, to be read again at their next lookup
+// (see binary), the processes' mappings of them are reopened, and those
+// processes' address caches dropped. Only Stack calls it, so that no
+// lookup is under way. The caller holds s.mu.
+func (s *Symbolizer) applyArrivals() {
+	ids, gen := s.fetch.take()
+	s.applied = gen
+	if len(ids) == 0 {
+		return
+	}
+	arrived := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		arrived[id] = true
+	}
+	stale := func(b *Binary) bool { return b != nil && b.DebugFile() == "" && arrived[b.BuildID()] }
+	for _, be := range s.bins {
+		if stale(be.bin) {
+			be.stale = true
+		}
+	}
+	if stale(s.vdso) {
+		s.vdso, s.vdsoTried = nil, false
+	}
+	for _, p := range s.procs {
+		for _, m := range p.maps {
+			if m.opened && stale(m.bin) {
+				m.opened, m.bin = false, nil
+				clear(p.cache)
+			}
+		}
+	}
+}
