@@ -14,6 +14,9 @@ type stackEntry struct {
 	// st holds this process's frames, addresses as sampled, for the
 	// per-sample text and JSON output; nil when nothing streams.
 	st *symbolize.Stack
+	// retry says not to memoize the entry: a frame lay in no known
+	// mapping, which a later read of the process's maps may fix.
+	retry bool
 }
 
 // canonical returns the id of st, a stack of process pid, in the
@@ -40,9 +43,11 @@ type junkCheck func(addr uint64) bool
 //   - a frame in no mapping of the process is junk when it is the first
 //     after the leaf (the return address that a leaf without a frame
 //     pointer makes up): the cut drops it and all after it. Further up,
-//     after callers that check out, it may be real code that the
-//     symbolizer's copy of the maps does not show yet (a library mapped
-//     after the maps were read): it stays, and the cut drops what follows;
+//     when bad says it lies in a mapping that holds no code (the stack,
+//     the heap), it goes too, with all after it. Otherwise it may be real
+//     code that the symbolizer's copy of the maps does not show yet (a
+//     library mapped after the maps were read): it stays, and the cut
+//     drops what follows;
 //   - when the leaf itself lies in no mapping, what follows it goes.
 //
 // Kernel frames stay as they are. The cut leaves no marker: the stack
@@ -65,6 +70,9 @@ func trimJunk(st *symbolize.Stack, bad junkCheck) *symbolize.Stack {
 		case f.Reason == symbolize.ReasonNoMapping:
 			if frames[i-1].Address == frames[leaf].Address {
 				return cut(frames, i) // right after the leaf
+			}
+			if bad != nil && bad(f.Address) {
+				return cut(frames, i) // in the stack or heap: junk
 			}
 			if end := locEnd(frames, i); end < len(frames) {
 				return cut(frames, end)

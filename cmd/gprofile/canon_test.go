@@ -21,7 +21,8 @@ func TestTrimJunk(t *testing.T) {
 	inlined := fn(0x1030, "inl")
 	inlined.Inlined = true
 	noMap := symbolize.Frame{Address: 0x99, Reason: symbolize.ReasonNoMapping}
-	junk := map[uint64]bool{0x1040: true, 0x1010: true, 0x1070: true}
+	inStack := symbolize.Frame{Address: 0x7ff0, Reason: symbolize.ReasonNoMapping}
+	junk := map[uint64]bool{0x1040: true, 0x1010: true, 0x1070: true, 0x7ff0: true}
 	var asked []uint64
 	bad := func(addr uint64) bool {
 		asked = append(asked, addr)
@@ -36,8 +37,9 @@ func TestTrimJunk(t *testing.T) {
 		{"clean", []symbolize.Frame{k, fn(0x1010, "leaf"), inlined, fn(0x1030, "caller")}, 4, []uint64{0x1030}},
 		{"no mapping after the leaf", []symbolize.Frame{k, fn(0x1020, "leaf"), noMap, fn(0x1030, "b")}, 2, nil},
 		{"no mapping after the leaf's inlined frames", []symbolize.Frame{inlined, fn(0x1030, "leaf"), noMap, fn(0x1030, "b")}, 2, nil},
-		{"no mapping further up", []symbolize.Frame{k, fn(0x1020, "leaf"), fn(0x1030, "a"), noMap, fn(0x1050, "b")}, 4, []uint64{0x1030}},
-		{"no mapping at the root", []symbolize.Frame{fn(0x1020, "leaf"), fn(0x1030, "a"), noMap}, 3, []uint64{0x1030}},
+		{"no mapping further up", []symbolize.Frame{k, fn(0x1020, "leaf"), fn(0x1030, "a"), noMap, fn(0x1050, "b")}, 4, []uint64{0x1030, 0x99}},
+		{"no mapping at the root", []symbolize.Frame{fn(0x1020, "leaf"), fn(0x1030, "a"), noMap}, 3, []uint64{0x1030, 0x99}},
+		{"the stack further up", []symbolize.Frame{k, fn(0x1020, "leaf"), fn(0x1030, "a"), inStack, fn(0x1050, "b")}, 3, []uint64{0x1030, 0x7ff0}},
 		{"bad return address", []symbolize.Frame{fn(0x1020, "leaf"), inlined, fn(0x1030, "caller"), fn(0x1040, "junk"), fn(0x1050, "x")}, 3, []uint64{0x1030, 0x1040}},
 		{"leaf never checked", []symbolize.Frame{k, fn(0x1010, "leaf")}, 2, nil},
 		{"leaf in no mapping", []symbolize.Frame{k, noMap, fn(0x1020, "a")}, 2, nil},

@@ -111,7 +111,9 @@ func (c *collector) add(s *attach.Sample) {
 	e, ok := memo[h]
 	if !ok {
 		e = c.symbolize(s)
-		memo[h] = e
+		if !e.retry {
+			memo[h] = e
+		}
 	}
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
@@ -161,11 +163,23 @@ func (c *collector) symbolize(s *attach.Sample) stackEntry {
 	pid := s.PID
 	st := c.sym.Stack(pid, s.KernelIPs, s.UserIPs)
 	st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
-	e := stackEntry{id: c.canonical(pid, st)}
+	e := stackEntry{id: c.canonical(pid, st), retry: hasNoMapping(st)}
 	if c.stream != nil {
 		e.st = st
 	}
 	return e
+}
+
+// hasNoMapping reports whether a frame of st lies in no mapping that the
+// symbolizer knew of: its maps may not have been read again yet (that is
+// rate-limited), so the next sample of the same raw stack may name it.
+func hasNoMapping(st *symbolize.Stack) bool {
+	for i := range st.Frames {
+		if st.Frames[i].Reason == symbolize.ReasonNoMapping {
+			return true
+		}
+	}
+	return false
 }
 
 // evict drops the caches of processes that exited evictDelay before now

@@ -39,7 +39,7 @@ func collect(ctx context.Context, s *attach.Sampler, sym *symbolize.Symbolizer, 
 			return
 		}
 		if smp.Flags&attach.FlagProcessExit == 0 {
-			sym.Observe(smp.PID)
+			sym.ObserveStack(smp.PID, smp.UserIPs)
 			n++
 			st.tick(n)
 		}

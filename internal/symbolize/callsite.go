@@ -61,7 +61,9 @@ var codeArch = func() string {
 // the bytes before it in the file the process maps there end in no call
 // instruction (amd64: E8 rel32 or FF /2; arm64: BL, BLR and their
 // pointer-authenticating forms). It is false whenever that cannot be
-// told: an address in no known mapping of pid, in anonymous or JIT code
+// told: an address in no known mapping of pid (but one in a mapping that
+// is not executable, such as [stack] or [heap], surely is none), in
+// anonymous or JIT code
 // or a pseudo-file such as [vdso], a file that cannot be read (the
 // process exited and the binary is not held open), another instruction
 // set; and for an address at a function's first byte or the one after
@@ -80,7 +82,10 @@ func (s *Symbolizer) BadReturnAddress(pid uint32, addr uint64) bool {
 		return false
 	}
 	m := p.find(addr - 1)
-	if m == nil || !m.opened || !isFilePath(m.entry.Path) || m.entry.Inode == 0 {
+	if m == nil {
+		return p.inData(addr - 1) // no code there: the stack, the heap
+	}
+	if !m.opened || !isFilePath(m.entry.Path) || m.entry.Inode == 0 {
 		return false
 	}
 	e := &m.entry

@@ -287,3 +287,23 @@ func TestBadReturnAddress(t *testing.T) {
 		t.Error("an unreadable file made a return address bad")
 	}
 }
+
+// TestBadReturnAddressInData: an address in a mapping that is not
+// executable ([stack], [heap]) surely is no return address; one in no
+// mapping at all may be a library mapped later, and is not judged.
+func TestBadReturnAddressInData(t *testing.T) {
+	bin := buildProg(t, true)
+	const pid, base = 9, 0x555555554000
+	text := textMapping(t, bin, base)
+	stack := MapsEntry{Start: 0x7ffd00000000, Limit: 0x7ffd00021000, Perms: "rw-p", Path: "[stack]"}
+	fp := newFakeProc(t)
+	fp.setMaps(pid, text, stack)
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	s.Stack(pid, nil, []uint64{text.Start + 0x10})
+	if !s.BadReturnAddress(pid, stack.Start+0x100) {
+		t.Errorf("an address in [stack] passed as a return address")
+	}
+	if s.BadReturnAddress(pid, 0x7f0000001000) {
+		t.Errorf("an address in no mapping was judged junk")
+	}
+}

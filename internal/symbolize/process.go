@@ -36,6 +36,7 @@ const execCheckInterval = 10 * time.Millisecond
 type process struct {
 	pid       uint32
 	maps      []*procMapping // executable mappings, sorted by Start
+	data      []addrSpan     // the other mappings ([stack], [heap], data), sorted
 	seen      bool           // maps were read successfully at least once
 	gone      bool           // seen, and then the maps could not be read: exited
 	unseen    Reason         // while !seen: ProcessGone, or NoAccess
@@ -126,8 +127,10 @@ func (s *Symbolizer) readMaps(p *process) bool {
 	}
 	maps := make([]*procMapping, 0, len(p.maps))
 	var fresh []*procMapping
+	data := p.data[:0]
 	for _, e := range entries {
 		if !e.Executable() {
+			data = append(data, addrSpan{e.Start, e.Limit})
 			continue
 		}
 		m, ok := old[e]
@@ -145,8 +148,25 @@ func (s *Symbolizer) readMaps(p *process) bool {
 	if len(old) > 0 {
 		clear(p.cache)
 	}
-	p.maps, p.seen, p.gone = maps, true, false
+	slices.SortFunc(data, func(a, b addrSpan) int { return cmp.Compare(a.start, b.start) })
+	p.maps, p.data, p.seen, p.gone = maps, data, true, false
 	return true
+}
+
+// addrSpan is an address range [start, limit).
+type addrSpan struct{ start, limit uint64 }
+
+// inData reports whether addr lies in one of p's mappings that are not
+// executable (as last read): the stack, the heap, data. No instruction
+// is there, so an address there in a user stack is frame-pointer junk.
+func (p *process) inData(addr uint64) bool {
+	i, _ := slices.BinarySearchFunc(p.data, addr, func(r addrSpan, a uint64) int {
+		if r.start > a {
+			return 1
+		}
+		return -1
+	})
+	return i > 0 && addr < p.data[i-1].limit
 }
 
 // prepareAll opens the files of the mappings in fresh (see prepare),

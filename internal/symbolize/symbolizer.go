@@ -222,13 +222,43 @@ func (s *Symbolizer) appendFrames(frames []Frame, addr uint64, fi *frameInfo, ke
 // concurrently with Stack (see Symbolizer); calling it is optional, as
 // Stack does the same, but only when it gets to the sample.
 func (s *Symbolizer) Observe(pid uint32) {
+	s.ObserveStack(pid, nil)
+}
+
+// observeIPs is how many user IPs, from the leaf, ObserveStack checks
+// against the known mappings.
+const observeIPs = 16
+
+// ObserveStack is Observe for a sample whose user stack is userIPs (leaf
+// first): when pid is known and one of its first IPs lies in no mapping
+// at all as last read (maps read at exec time lack the libraries the
+// dynamic loader maps next), it re-reads /proc/PID/maps now
+// (rate-limited per process, as Stack does: 5-100 ms apart), while the
+// process likely still runs, rather than when Stack gets to the sample.
+// It stops at the first IP in a mapping that is not executable (stack,
+// heap: frame-pointer junk from there on). It costs a map lookup and a
+// binary search per IP when there is nothing to do.
+func (s *Symbolizer) ObserveStack(pid uint32, userIPs []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p, ok := s.procs[pid]; ok {
-		s.checkExec(p, false)
+	p, ok := s.procs[pid]
+	if !ok {
+		s.process(pid)
 		return
 	}
-	s.process(pid)
+	if s.checkExec(p, false) || !p.seen || p.gone {
+		return
+	}
+	for i, ip := range userIPs[:min(len(userIPs), observeIPs)] {
+		addr := lookupAddr(i, ip)
+		if p.find(addr) != nil {
+			continue
+		}
+		if !p.inData(addr) && s.now().Sub(p.lastRead) >= p.reread {
+			s.readMaps(p)
+		}
+		return
+	}
 }
 
 // Stats returns the counters so far.

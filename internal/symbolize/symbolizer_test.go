@@ -318,3 +318,32 @@ func TestForgetSweepsBinaries(t *testing.T) {
 		t.Errorf("after forgetting every user: %d binaries, want 0", n)
 	}
 }
+
+// TestObserveStackRereadsMaps: maps read at exec time lack a library the
+// dynamic loader maps next; a sample with its leaf there makes
+// ObserveStack read the maps again at once, so that the process is named
+// after it has exited (its maps gone).
+func TestObserveStackRereadsMaps(t *testing.T) {
+	bin := buildProg(t, true)
+	const pid, base = 9, 0x555555554000
+	text := textMapping(t, bin, base)
+	fp := newFakeProc(t)
+	fp.setMaps(pid) // at exec: the program's text not mapped yet
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	s.Observe(pid)
+	addr := base + elfSymbol(t, bin, "middle").Value
+	fp.setMaps(pid, text)
+	now = now.Add(mapsRereadInterval)
+	s.ObserveStack(pid, []uint64{addr})
+	fp.setMaps(pid) // exited: what /proc says now must not matter
+	s.procs[pid].reread = time.Hour
+	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"middle", ReasonNone, bin}})
+
+	// With every IP known there is nothing to read: the maps stay.
+	s.ObserveStack(pid, []uint64{addr, addr})
+	if s.procs[pid].maps == nil {
+		t.Errorf("ObserveStack re-read the maps of a sample it could name")
+	}
+}
