@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -92,11 +93,17 @@ func run(o *options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	// Every sample is symbolized: the symbolizer's caches (DWARF
+	// sections, kallsyms) can go before the profile is built, which then
+	// reuses their memory rather than adding to the peak RSS.
+	symStats := sym.Stats()
+	sym.Close()
+	runtime.GC()
 	if err := writeProfile(o, out, bw, c, s, start, elapsed, counters); err != nil {
 		return 1, err
 	}
 	if !o.quiet {
-		summarize(os.Stderr, o, c, s, elapsed, counters, sym.Stats())
+		summarize(os.Stderr, o, c, s, elapsed, counters, symStats)
 	}
 	if kid != nil {
 		return exitCode(kid.wait()), nil
