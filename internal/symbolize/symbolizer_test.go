@@ -341,9 +341,19 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	s.procs[pid].reread = time.Hour
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"middle", ReasonNone, bin}})
 
-	// With every IP known there is nothing to read: the maps stay.
+	// With every IP known there is nothing to read, even when the rate
+	// limit would allow it.
+	p := s.procs[pid]
+	p.reread = 0
+	read := p.lastRead
+	now = now.Add(mapsRereadInterval)
 	s.ObserveStack(pid, []uint64{addr, addr})
-	if s.procs[pid].maps == nil {
+	if !p.lastRead.Equal(read) {
 		t.Errorf("ObserveStack re-read the maps of a sample it could name")
+	}
+	// An IP in no mapping makes it read them.
+	s.ObserveStack(pid, []uint64{addr, 0x7f0000001000})
+	if p.lastRead.Equal(read) {
+		t.Errorf("ObserveStack did not re-read the maps for an IP in no mapping")
 	}
 }
