@@ -63,13 +63,16 @@ func (d *dwarfData) readLineProgram(u *unit, off uint64, compDir string, scratch
 // readHeader reads the header at off; false when it is corrupt.
 func (p *lineProgram) readHeader(d *dwarfData, off uint64) bool {
 	b := &p.b
-	*b = dbuf{data: d.line, off: int(off), big: d.big}
+	*b = dbuf{data: d.line[:validPrefix(d.lineZ, d.line, off+12)], off: int(off), big: d.big}
 	n, dwarf64 := b.unitLength()
-	if b.bad || n > uint64(b.left()) {
+	if b.bad || n > uint64(len(d.line)-b.off) {
 		return false
 	}
 	p.dwarf64 = dwarf64
 	p.endOff = b.off + int(n)
+	if validPrefix(d.lineZ, d.line, uint64(p.endOff)) < p.endOff {
+		return false // the stream is corrupt inside the program
+	}
 	b.data = d.line[:p.endOff]
 	p.version = b.u16()
 	if p.version < 2 || p.version > 5 {

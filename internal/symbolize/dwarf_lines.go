@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -15,11 +16,16 @@ const maxRangeWalk = 8
 // nothing up front: the first query builds an index of compilation unit
 // (CU) address ranges (from .debug_aranges, else each unit's root DIE),
 // and each CU's line table and inline tree are read on its first query
-// and kept. Corrupt DWARF gives no lines, never a panic.
+// and kept. When .debug_info is inflated on demand and has
+// .debug_aranges, the index first holds only the units .debug_aranges
+// lists, so that no unit is inflated before a query needs it; the first
+// address it misses completes the index, as if built whole. Corrupt
+// DWARF gives no lines, never a panic.
 type dwarfLines struct {
 	mu      sync.Mutex
 	d       *dwarfData
 	indexed bool
+	partial bool      // the index holds only the units of .debug_aranges
 	ranges  []pcRange // CU ranges, sorted by lo; idx is into units
 	units   []*cuLines
 	own     *unitLoader // resolves names for lines, under mu
@@ -48,8 +54,9 @@ type pcRange struct {
 // cuLines is what one CU says about addresses: its line table and its
 // inline tree. It is filled on first use (loaded).
 type cuLines struct {
-	u     *unit
-	once  sync.Once // loads files, rows and tree
+	off   uint64    // .debug_info offset of the unit's header
+	once  sync.Once // finds u, loads files, rows and tree
+	u     *unit     // nil until loaded, and when off holds no unit
 	files []string  // file names, by DWARF file index
 	rows  []lineRow // line table, sorted by address
 	tree  inlineTree
@@ -84,6 +91,10 @@ func (x *dwarfLines) lines(pc uint64) []SourceLine {
 		x.buildIndex()
 	}
 	cu := x.unitFor(pc)
+	if cu == nil && x.partial {
+		x.completeIndex()
+		cu = x.unitFor(pc)
+	}
 	if cu == nil {
 		return nil
 	}
@@ -94,15 +105,51 @@ func (x *dwarfLines) lines(pc uint64) []SourceLine {
 // buildIndex reads the ranges of every unit with code into x.ranges:
 // its .debug_aranges set when it has one, else its root DIE's
 // DW_AT_low_pc/high_pc or DW_AT_ranges. Corrupt units are left out.
+// When .debug_info is inflated on demand and .debug_aranges is valid, it
+// reads only the .debug_aranges sets and marks the index partial.
 func (x *dwarfLines) buildIndex() {
+	defer func() {
+		if recover() != nil {
+			x.ranges, x.units, x.partial = nil, nil, false
+		}
+	}()
+	sets, ok := x.d.arangeSets()
+	if !ok || x.d.infoZ.complete() {
+		x.indexUnits(sets, nil)
+		return
+	}
+	offs := slices.Sorted(maps.Keys(sets))
+	for _, off := range offs {
+		x.addRanges(sets[off], &cuLines{off: off})
+	}
+	slices.SortFunc(x.ranges, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
+	x.partial = true
+}
+
+// completeIndex turns a partial index into the whole one, keeping the
+// units already loaded.
+func (x *dwarfLines) completeIndex() {
 	defer func() {
 		if recover() != nil {
 			x.ranges, x.units = nil, nil
 		}
 	}()
+	x.partial = false
+	known := make(map[uint64]*cuLines, len(x.units))
+	for _, cu := range x.units {
+		known[cu.off] = cu
+	}
 	sets, _ := x.d.arangeSets()
+	x.ranges, x.units = x.ranges[:0], x.units[:0]
+	x.indexUnits(sets, known)
+}
+
+// indexUnits reads every unit header and adds the ranges of each unit
+// with code (from sets, else its root DIE) to the index, reusing the
+// cuLines of known, by offset.
+func (x *dwarfLines) indexUnits(sets map[uint64][][2]uint64, known map[uint64]*cuLines) {
 	var rs [][2]uint64
-	for _, u := range x.d.units {
+	for _, u := range x.d.everyUnit() {
 		if !u.hasCode() {
 			continue
 		}
@@ -118,12 +165,21 @@ func (x *dwarfLines) buildIndex() {
 				hasLow: root.lowSet, hasHigh: root.highSet, hasRanges: root.rangesSet}
 			rs = x.d.rangesOf(u, &a, rs[:0])
 		}
-		for _, rg := range rs {
-			x.ranges = append(x.ranges, pcRange{lo: rg[0], hi: rg[1], idx: int32(len(x.units))})
+		cu := known[u.off]
+		if cu == nil {
+			cu = &cuLines{off: u.off}
 		}
-		x.units = append(x.units, &cuLines{u: u})
+		x.addRanges(rs, cu)
 	}
 	slices.SortFunc(x.ranges, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
+}
+
+// addRanges adds cu, and its address ranges rs, to the index (unsorted).
+func (x *dwarfLines) addRanges(rs [][2]uint64, cu *cuLines) {
+	for _, rg := range rs {
+		x.ranges = append(x.ranges, pcRange{lo: rg[0], hi: rg[1], idx: int32(len(x.units))})
+	}
+	x.units = append(x.units, cu)
 }
 
 // unitFor returns the CU whose ranges hold pc, or nil.
@@ -152,9 +208,15 @@ func findRange(rs []pcRange, pc uint64) (int, bool) {
 	return 0, false
 }
 
-// loadUnit reads cu's line table and inline tree. Corrupt parts are left
-// empty: a bad line table gives no lines, a bad tree no inlined frames.
+// loadUnit finds cu's unit (reading, and inflating, .debug_info up to
+// its end) and reads its line table and inline tree. Corrupt parts are
+// left empty: a bad line table gives no lines, a bad tree no inlined
+// frames.
 func (u *unitLoader) loadUnit(cu *cuLines) {
+	if cu.u = u.d.unitStartingAt(cu.off); cu.u == nil || !cu.u.hasCode() {
+		cu.u = nil
+		return
+	}
 	u.readLineTable(cu)
 	u.readInlineTree(cu)
 }
@@ -170,7 +232,12 @@ func (x *dwarfLines) preload(pcs []uint64, workers int) {
 	seen := make(map[*cuLines]bool)
 	var todo []*cuLines
 	for _, pc := range pcs {
-		if cu := x.unitFor(pc); cu != nil && !seen[cu] {
+		cu := x.unitFor(pc)
+		if cu == nil && x.partial {
+			x.completeIndex()
+			cu = x.unitFor(pc)
+		}
+		if cu != nil && !seen[cu] {
 			seen[cu] = true
 			todo = append(todo, cu)
 		}

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -56,7 +57,7 @@ func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarfData) {
 	// .debug_line are both large.
 	type result struct {
 		name string
-		data []byte
+		data sectionBytes
 		err  error
 	}
 	results := make(chan result, len(secs))
@@ -65,24 +66,30 @@ func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarfData) {
 			r := result{name: name}
 			defer func() {
 				if p := recover(); p != nil { // debug/elf on corrupt input
-					r.data, r.err = nil, fmt.Errorf("read section %s: panic: %v", s.Name, p)
+					r.data, r.err = sectionBytes{}, fmt.Errorf("read section %s: panic: %v", s.Name, p)
 				}
 				results <- r
 			}()
-			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes)
+			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes, slices.Contains(lazySections, name))
 		}()
 	}
 	data := make(map[string][]byte, len(secs))
+	lazy := make(map[string]*lazySection)
 	var failed bool
 	for range secs {
 		r := <-results
 		failed = failed || r.err != nil
-		data[r.name] = r.data
+		data[r.name] = r.data.data
+		if r.data.lazy != nil {
+			lazy[r.name] = r.data.lazy
+		}
 	}
 	if failed {
 		return nil
 	}
-	return newDWARFData(data, f.ByteOrder == binary.BigEndian)
+	d = &dwarfData{big: f.ByteOrder == binary.BigEndian,
+		infoZ: lazy["info"], abbrevZ: lazy["abbrev"], lineZ: lazy["line"]}
+	return d.init(data)
 }
 
 // dwarfFromSections returns the DWARF of little-endian section contents,
@@ -96,12 +103,22 @@ func dwarfFromSections(data map[string][]byte) *dwarfData {
 // the ".debug_" prefix, big-endian or not, with its unit headers read;
 // nil when .debug_info holds no valid unit header.
 func newDWARFData(data map[string][]byte, big bool) *dwarfData {
-	d := &dwarfData{big: big,
-		info: data["info"], abbrev: data["abbrev"], str: data["str"], lineStr: data["line_str"],
-		line: data["line"], ranges: data["ranges"], rnglists: data["rnglists"], addr: data["addr"],
-		strOffset: data["str_offsets"], aranges: data["aranges"],
+	return (&dwarfData{big: big}).init(data)
+}
+
+// init sets d's sections from data, by name without the ".debug_"
+// prefix, and reads its unit headers: all of them, or only the first
+// when .debug_info is inflated on demand (d.infoZ). It returns d, or nil
+// when .debug_info holds no valid unit header.
+func (d *dwarfData) init(data map[string][]byte) *dwarfData {
+	d.info, d.abbrev, d.str, d.lineStr = data["info"], data["abbrev"], data["str"], data["line_str"]
+	d.line, d.ranges, d.rnglists, d.addr = data["line"], data["ranges"], data["rnglists"], data["addr"]
+	d.strOffset, d.aranges = data["str_offsets"], data["aranges"]
+	through := uint64(math.MaxUint64)
+	if d.infoZ != nil {
+		through = 0
 	}
-	d.readUnits()
+	d.readUnitsThrough(through)
 	if len(d.units) == 0 {
 		return nil
 	}

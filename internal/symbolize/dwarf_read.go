@@ -1,6 +1,8 @@
 package symbolize
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"sync"
 )
@@ -46,7 +48,10 @@ const (
 
 // dwarfData is the DWARF of one binary: its sections (decompressed, by
 // name without ".debug_"), read only, and the unit headers of
-// .debug_info, read up front (a few dozen bytes each, no DIEs).
+// .debug_info (a few dozen bytes each, no DIEs). When .debug_info,
+// .debug_abbrev or .debug_line are compressed they are inflated on
+// demand, front to back (lazySection): a unit header is read, and its
+// unit inflated, when a lookup needs that unit or one after it.
 // Abbreviation tables are parsed on first use, one per unit read, and
 // shared by the units that use the same one. Safe for concurrent use.
 type dwarfData struct {
@@ -54,7 +59,14 @@ type dwarfData struct {
 	ranges, rnglists, addr, strOffset []byte
 	aranges                           []byte
 	big                               bool // big-endian
-	units                             []*unit
+
+	// The lazily inflated sections; nil when complete from the start.
+	infoZ, abbrevZ, lineZ *lazySection
+
+	unitsMu  sync.Mutex
+	units    []*unit // the unit headers read so far, by offset
+	nextUnit uint64  // .debug_info offset of the next header to read
+	allUnits bool    // every header is read (or the next is corrupt)
 
 	mu      sync.Mutex
 	abbrevs map[abbrevKey]*abbrevTable
@@ -107,49 +119,76 @@ func (u *unit) hasCode() bool {
 	return u.utype == unitTypeCompile || u.utype == unitTypePartial || u.utype == unitTypeSkeleton
 }
 
-// readUnits reads the unit headers of d.info, stopping at the first
-// corrupt one.
-func (d *dwarfData) readUnits() {
-	b := dbuf{data: d.info, big: d.big}
-	for b.left() > 0 && !b.bad {
-		u := &unit{off: uint64(b.off)}
-		n, dwarf64 := b.unitLength()
-		if b.bad || n < unitHeaderMinLength || n > uint64(b.left()) {
-			return
-		}
-		u.end = uint64(b.off) + n
-		u.dwarf64 = dwarf64
-		u.version = uint8(b.u16())
-		if u.version < unitVersionMin || u.version > unitVersionMax {
-			return
-		}
-		u.utype = unitTypeCompile
-		if u.version >= 5 {
-			u.utype = b.u8()
-			u.addrSize = b.u8()
-			u.abbrevOff = b.offset(dwarf64)
-			switch u.utype {
-			case unitTypeSkeleton, unitTypeSplitCompile:
-				b.skip(8) // dwo_id
-			case unitTypeType, unitTypeSplitType:
-				b.skip(8) // type signature
-				b.offset(dwarf64)
-			}
-		} else {
-			u.abbrevOff = b.offset(dwarf64)
-			u.addrSize = b.u8()
-		}
-		u.dieOff = uint64(b.off)
-		if b.bad || u.dieOff > u.end || (u.addrSize != 2 && u.addrSize != 4 && u.addrSize != 8) {
+// readUnitsThrough reads unit headers, and inflates their units, until
+// one ends past .debug_info offset off or there are no more: the end of
+// the section or a corrupt header. Called with d.unitsMu held.
+func (d *dwarfData) readUnitsThrough(off uint64) {
+	for !d.allUnits && (len(d.units) == 0 || d.units[len(d.units)-1].end <= off) {
+		u := d.readUnitHeader(d.nextUnit)
+		if u == nil {
+			d.allUnits = true
 			return
 		}
 		d.units = append(d.units, u)
-		b.off = int(u.end)
+		d.nextUnit = u.end
 	}
+}
+
+// unitHeaderMaxLength is the longest unit header (bytes): a DWARF 5
+// type unit in the 64-bit format.
+const unitHeaderMaxLength = 12 + 2 + 2 + 8 + 8 + 8
+
+// readUnitHeader reads the unit header at .debug_info offset off, and
+// inflates the unit when .debug_info is compressed; nil at the end of
+// the section or when the header is corrupt.
+func (d *dwarfData) readUnitHeader(off uint64) *unit {
+	if off >= uint64(len(d.info)) {
+		return nil
+	}
+	avail := validPrefix(d.infoZ, d.info, off+unitHeaderMaxLength)
+	b := dbuf{data: d.info[:avail], off: int(off), big: d.big}
+	u := &unit{off: off}
+	n, dwarf64 := b.unitLength()
+	if b.bad || n < unitHeaderMinLength || n > uint64(len(d.info)-b.off) {
+		return nil
+	}
+	u.end = uint64(b.off) + n
+	u.dwarf64 = dwarf64
+	u.version = uint8(b.u16())
+	if u.version < unitVersionMin || u.version > unitVersionMax {
+		return nil
+	}
+	u.utype = unitTypeCompile
+	if u.version >= 5 {
+		u.utype = b.u8()
+		u.addrSize = b.u8()
+		u.abbrevOff = b.offset(dwarf64)
+		switch u.utype {
+		case unitTypeSkeleton, unitTypeSplitCompile:
+			b.skip(8) // dwo_id
+		case unitTypeType, unitTypeSplitType:
+			b.skip(8) // type signature
+			b.offset(dwarf64)
+		}
+	} else {
+		u.abbrevOff = b.offset(dwarf64)
+		u.addrSize = b.u8()
+	}
+	u.dieOff = uint64(b.off)
+	if b.bad || u.dieOff > u.end || (u.addrSize != 2 && u.addrSize != 4 && u.addrSize != 8) {
+		return nil
+	}
+	if validPrefix(d.infoZ, d.info, u.end) < int(u.end) {
+		return nil // the stream is corrupt inside the unit
+	}
+	return u
 }
 
 // unitAt returns the unit whose DIEs hold .debug_info offset off, or nil.
 func (d *dwarfData) unitAt(off uint64) *unit {
+	d.unitsMu.Lock()
+	defer d.unitsMu.Unlock()
+	d.readUnitsThrough(off)
 	i, _ := slices.BinarySearchFunc(d.units, off, func(u *unit, off uint64) int {
 		if u.off <= off {
 			return -1
@@ -164,6 +203,30 @@ func (d *dwarfData) unitAt(off uint64) *unit {
 		return nil
 	}
 	return u
+}
+
+// unitStartingAt returns the unit whose header is at .debug_info offset
+// off, or nil.
+func (d *dwarfData) unitStartingAt(off uint64) *unit {
+	d.unitsMu.Lock()
+	defer d.unitsMu.Unlock()
+	d.readUnitsThrough(off)
+	i, found := slices.BinarySearchFunc(d.units, off, func(u *unit, off uint64) int {
+		return cmp.Compare(u.off, off)
+	})
+	if !found {
+		return nil
+	}
+	return d.units[i]
+}
+
+// everyUnit returns every unit header, reading (and inflating) all of
+// .debug_info first.
+func (d *dwarfData) everyUnit() []*unit {
+	d.unitsMu.Lock()
+	defer d.unitsMu.Unlock()
+	d.readUnitsThrough(math.MaxUint64)
+	return d.units
 }
 
 // rootOf reads u's root DIE once and returns what it says; ok is false
@@ -283,7 +346,7 @@ func (d *dwarfData) abbrevTable(u *unit) *abbrevTable {
 	if ok {
 		return t
 	}
-	t = parseAbbrevs(d.abbrev, u, d.big)
+	t = d.readAbbrevs(u)
 	d.mu.Lock()
 	if d.abbrevs == nil {
 		d.abbrevs = make(map[abbrevKey]*abbrevTable)
@@ -291,6 +354,23 @@ func (d *dwarfData) abbrevTable(u *unit) *abbrevTable {
 	d.abbrevs[key] = t
 	d.mu.Unlock()
 	return t
+}
+
+// readAbbrevs parses u's abbreviation table. A table's end is known
+// only by parsing it, so when .debug_abbrev is inflated on demand it
+// parses the valid prefix and, when that ends inside the table, asks
+// for twice as much and parses again (a table is a few KiB, the step
+// 64 KiB, so once is the rule).
+func (d *dwarfData) readAbbrevs(u *unit) *abbrevTable {
+	want := u.abbrevOff + uint64(lazyInflateStep)
+	for {
+		avail := validPrefix(d.abbrevZ, d.abbrev, want)
+		t := parseAbbrevs(d.abbrev[:avail], u, d.big)
+		if t != nil || avail == len(d.abbrev) || uint64(avail) < min(want, uint64(len(d.abbrev))) {
+			return t
+		}
+		want += want - u.abbrevOff
+	}
 }
 
 // parseAbbrevs parses the abbreviation table at u.abbrevOff in sec.

@@ -2,9 +2,13 @@ package symbolize
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/zlib"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"testing"
 )
@@ -131,6 +135,54 @@ func FuzzDWARFLines(f *testing.F) {
 				if l.Line < 0 {
 					t.Errorf("negative line %+v", l)
 				}
+			}
+		}
+	})
+}
+
+// lazyFrom returns plain as a section inflated on demand from a zlib
+// stream (stored blocks: cheap to write, and the reader's own logic is
+// what is under test), in steps of step bytes.
+func lazyFrom(t *testing.T, plain []byte, step int) *lazySection {
+	var z bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&z, zlib.NoCompression)
+	w.Write(plain)
+	w.Close()
+	return &lazySection{buf: make([]byte, len(plain)), zr: flate.NewReader(bytes.NewReader(z.Bytes()[2:])), step: step}
+}
+
+// FuzzLazyDWARFLines runs the line reader over sections whose
+// .debug_info, .debug_abbrev and .debug_line are inflated on demand (in
+// steps of 1-64 bytes, so that every read ends near a step), with and
+// without .debug_aranges. Without it, the answers must equal those of
+// the reader given whole sections.
+func FuzzLazyDWARFLines(f *testing.F) {
+	d := dwarfSeed(f)
+	f.Add(d["abbrev"], d["info"], d["line"], d["str"], d["aranges"], uint64(0x401000), uint8(7))
+	f.Add(d["abbrev"], d["info"], d["line"], d["str"], []byte(nil), uint64(0x401010), uint8(1))
+	f.Fuzz(func(t *testing.T, abbrev, info, line, str, aranges []byte, pc uint64, step uint8) {
+		data := map[string][]byte{"abbrev": abbrev, "info": info, "line": line, "str": str, "aranges": aranges}
+		n := int(step%64) + 1
+		lazy := &dwarfData{infoZ: lazyFrom(t, info, n), abbrevZ: lazyFrom(t, abbrev, n), lineZ: lazyFrom(t, line, n)}
+		lazyData := maps.Clone(data)
+		lazyData["info"], lazyData["abbrev"], lazyData["line"] = lazy.infoZ.buf, lazy.abbrevZ.buf, lazy.lineZ.buf
+		ld, wd := lazy.init(lazyData), dwarfFromSections(data)
+		if (ld == nil) != (wd == nil) {
+			t.Fatalf("lazy reader found units: %v, whole reader: %v", ld != nil, wd != nil)
+		}
+		if ld == nil {
+			return
+		}
+		lx, wx := newDWARFLines(ld), newDWARFLines(wd)
+		for _, a := range []uint64{pc, pc + 1, pc &^ 0xfff, 0x401000, 0x401010} {
+			got, want := lx.lines(a), wx.lines(a)
+			for _, l := range got {
+				if l.Line < 0 {
+					t.Errorf("negative line %+v", l)
+				}
+			}
+			if len(aranges) == 0 && fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("lines(%#x): lazy %v, whole %v", a, got, want)
 			}
 		}
 	})
