@@ -40,9 +40,10 @@ soak: build
 generate:
 	$(GO) generate ./internal/attach
 
-# Fails when the committed BPF object differs from what the source builds.
+# Fails when the committed BPF objects differ from what the sources build.
 check-generated: generate
-	git diff --exit-code -- internal/attach/profile_bpfel.go internal/attach/profile_bpfel.o
+	git diff --exit-code -- internal/attach/profile_bpfel.go internal/attach/profile_bpfel.o \
+		internal/attach/ksym_bpfel.go internal/attach/ksym_bpfel.o
 
 lint: check-layers
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite: $$out"; exit 1; fi

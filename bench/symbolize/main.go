@@ -3,7 +3,7 @@
 //
 //	symbench addr2line -e BIN < ADDRS     like addr2line -a -f -i -e BIN: cold, end to end
 //	symbench warm -e BIN < ADDRS          warm lookups/s: names only, and lines+inlines
-//	symbench kallsyms [-n N]              /proc/kallsyms load time
+//	symbench kallsyms [-n N] [-source text|iter]  kernel symbol table load time
 //	symbench time -- CMD ARGS... < IN     wall time and peak RSS of CMD (stdout discarded)
 //	symbench compare A B                  agreement of two addr2line -a -f -i outputs
 //	symbench addrs -e BIN [-n N]          N fixed pseudo-random addresses inside BIN's functions
@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
@@ -178,36 +179,103 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// kallsyms loads /proc/kallsyms n times and prints the fastest and the
-// median load and parse times in ms.
+// kallsyms times the kernel symbol table's load n times from one source
+// and prints the fastest and the median in ms, with the symbols kept:
+//
+//	-source text  LoadKallsyms("/proc/kallsyms") (load_*), and reading the
+//	              file alone in 64 KiB reads (read_*)
+//	-source iter  attach.OpenKallsymsIter + ParseKallsymsIter (load_*)
+//	              with kernel BTF decoded (warm), after a first load that
+//	              decodes it (cold_load; run a fresh symbench for each
+//	              cold sample); the open alone: load, verify and attach
+//	              the program (open_*); and opening and reading the
+//	              stream alone (read_*)
 func kallsyms(args []string) error {
 	fs := flag.NewFlagSet("kallsyms", flag.ExitOnError)
 	n := fs.Int("n", 10, "repetitions")
+	source := fs.String("source", "text", "text (/proc/kallsyms) or iter (the BPF kallsyms iterator)")
 	fs.Parse(args)
-	var loads, reads []time.Duration
+	var load func() (*symbolize.Kallsyms, error)
+	var read, open func() error
+	switch *source {
+	case "text":
+		load = func() (*symbolize.Kallsyms, error) { return symbolize.LoadKallsyms("/proc/kallsyms") }
+		read = func() error { return drain(os.Open("/proc/kallsyms")) }
+	case "iter":
+		load = func() (*symbolize.Kallsyms, error) {
+			r, err := attach.OpenKallsymsIter()
+			if err != nil {
+				return nil, err
+			}
+			defer r.Close()
+			return symbolize.ParseKallsymsIter(r)
+		}
+		read = func() error { return drain(attach.OpenKallsymsIter()) }
+		open = func() error {
+			r, err := attach.OpenKallsymsIter()
+			if err == nil {
+				r.Close()
+			}
+			return err
+		}
+	default:
+		return fmt.Errorf("kallsyms: -source %q: want text or iter", *source)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	if *source == "iter" {
+		// The first load decodes kernel BTF into the held cache (cold),
+		// the others reuse it (warm).
+		defer attach.HoldKernelBTF()()
+		start := time.Now()
+		if _, err := load(); err != nil {
+			return err
+		}
+		fmt.Printf("cold_load %.1f\n", ms(time.Since(start)))
+	}
+	var loads, reads, opens []time.Duration
+	var symbols int
 	for i := 0; i < *n; i++ {
 		start := time.Now()
-		k, err := symbolize.LoadKallsyms("/proc/kallsyms")
+		k, err := load()
 		if err != nil {
 			return err
 		}
 		loads = append(loads, time.Since(start))
-		_ = k.Len()
+		symbols = k.Len()
 		start = time.Now()
-		f, err := os.Open("/proc/kallsyms")
-		if err != nil {
+		if err := read(); err != nil {
 			return err
 		}
-		io.Copy(io.Discard, bufio.NewReaderSize(f, 1<<16))
-		f.Close()
 		reads = append(reads, time.Since(start))
+		if open != nil {
+			start = time.Now()
+			if err := open(); err != nil {
+				return err
+			}
+			opens = append(opens, time.Since(start))
+		}
 	}
-	slices.Sort(loads)
-	slices.Sort(reads)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	fmt.Printf("load_min %.1f\nload_median %.1f\nread_min %.1f\nread_median %.1f\n",
-		ms(loads[0]), ms(loads[len(loads)/2]), ms(reads[0]), ms(reads[len(reads)/2]))
+	stat := func(name string, ds []time.Duration) {
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			fmt.Printf("%s_min %.1f\n%s_median %.1f\n", name, ms(ds[0]), name, ms(ds[len(ds)/2]))
+		}
+	}
+	stat("load", loads)
+	stat("read", reads)
+	stat("open", opens)
+	fmt.Printf("symbols %d\n", symbols)
 	return nil
+}
+
+// drain reads r, as opened, to its end in 64 KiB reads and closes it.
+func drain[R io.ReadCloser](r R, err error) error {
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = io.Copy(io.Discard, bufio.NewReaderSize(r, 1<<16))
+	return err
 }
 
 // timeCmd runs a command with stdin passed on and stdout written to

@@ -46,7 +46,11 @@ func run(o *options) (int, error) {
 		cfg.PIDs, cfg.AtExec = []uint32{uint32(kid.cmd.Process.Pid)}, true
 	}
 
-	sym, err := symbolize.New(symbolize.Options{})
+	// The kallsyms iterator (started by New, in the background) and the
+	// sampler's programs decode kernel BTF once between them.
+	releaseBTF := attach.HoldKernelBTF()
+	defer releaseBTF()
+	sym, err := symbolize.New(symbolize.Options{KallsymsIter: attach.OpenKallsymsIter})
 	if err != nil {
 		return 1, err
 	}
@@ -65,6 +69,7 @@ func run(o *options) (int, error) {
 			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 		}
 	}
+	releaseBTF() // both loads are done: Note waited for kallsyms
 	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
 	bw := bufio.NewWriterSize(out.writer(), 1<<16)

@@ -205,7 +205,7 @@ func (s *Sampler) load() error {
 			return fmt.Errorf("set %s: %w", name, err)
 		}
 	}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&s.objs, &ebpf.CollectionOptions{Cache: sharedKernelBTF()}); err != nil {
 		return s.loadError(err)
 	}
 	s.verbosef("BPF: loaded program profile, ring buffer %d bytes, wakeup at %d bytes\n", s.ringBytes, s.ringBytes/4)
@@ -257,7 +257,7 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 		StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
 		ReportExit  *ebpf.Program `ebpf:"report_exit"`
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	opts := &ebpf.CollectionOptions{Cache: sharedKernelBTF(), MapReplacements: map[string]*ebpf.Map{
 		"targets": s.objs.Targets, "counters": s.objs.Counters,
 		"events": s.objs.Events, "scratch": s.objs.Scratch,
 		"target_tids": s.objs.TargetTIDs, "tp_hits": s.objs.TPHits,

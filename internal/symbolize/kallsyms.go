@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -173,6 +174,36 @@ func (k *Kallsyms) symEnd(i int) uint64 {
 		end = k.syms[i+1].addr
 	}
 	return end
+}
+
+// sortTail sorts the symbols by address when syms[:from] is sorted
+// already, as when only the BPF programs at the end of kallsyms are out
+// of order (the kernel lists them newest first): it sorts syms[from:]
+// and merges the two runs, keeping a symbol of the first run before an
+// equal one of the second, then drops duplicates. O(n) plus the sort of
+// the tail, where sortSyms is O(n log n).
+func (k *Kallsyms) sortTail(from int) {
+	if from <= 0 || from > len(k.syms) || len(k.syms)-from > len(k.syms)/2 {
+		k.sortSyms()
+		return
+	}
+	byAddr := func(a, b ksym) int { return cmp.Compare(a.addr, b.addr) }
+	tail := slices.Clone(k.syms[from:])
+	slices.SortStableFunc(tail, byAddr)
+	// Merge from the back into k.syms: the head stays in place until
+	// overwritten, and every write lands at or past the head's unread end.
+	i, j, w := from-1, len(tail)-1, len(k.syms)-1
+	for j >= 0 {
+		if i >= 0 && k.syms[i].addr > tail[j].addr {
+			k.syms[w] = k.syms[i]
+			i--
+		} else {
+			k.syms[w] = tail[j]
+			j--
+		}
+		w--
+	}
+	k.dedup()
 }
 
 // sortSyms sorts the symbols by address, for files not in order, then

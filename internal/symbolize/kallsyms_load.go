@@ -21,12 +21,35 @@ const kallsymsChunk = 64 << 10
 // reader only waits for the parser when the parser is that far behind.
 const kallsymsBuffers = 16
 
-// loadKallsyms reads r in chunk-byte buffers on a goroutine of its own
-// while the calling goroutine parses each chunk as it arrives, so that the
-// kernel's formatting of /proc/kallsyms and our parse run on two CPUs. It
-// returns the first read or parse error, after the reader has stopped
-// (the reader stops at the next chunk once the parse fails).
+// loadKallsyms reads /proc/kallsyms text from r in chunk-byte buffers
+// and parses each chunk as it arrives (see readChunks). It returns the
+// first read or parse error.
 func loadKallsyms(r io.Reader, chunk int) (*Kallsyms, error) {
+	var p *kallsymsParser
+	err := readChunks(r, chunk, func(buf []byte) error {
+		if p == nil { // a short first chunk is the whole file
+			p = newKallsymsParser(kallsymsSizes(buf, len(buf) < chunk))
+		}
+		return p.feed(buf)
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case p == nil:
+		return nil, errNoKallsyms
+	}
+	return p.finish()
+}
+
+// readChunks reads r in chunk-byte buffers on a goroutine of its own
+// while the calling goroutine hands each buffer, as it arrives, to feed
+// (which must not keep it), so that the kernel's side of the read (the
+// formatting of /proc/kallsyms, or the BPF iterator's walk) and our parse
+// run on two CPUs. It returns the first feed error as it is, or the
+// first read error wrapped, always after the reader has stopped (it
+// stops at the next chunk once feed fails); io.EOF ends the read without
+// an error.
+func readChunks(r io.Reader, chunk int, feed func([]byte) error) error {
 	free := make(chan []byte, kallsymsBuffers)
 	full := make(chan []byte, kallsymsBuffers)
 	done := make(chan struct{})
@@ -64,28 +87,22 @@ func loadKallsyms(r io.Reader, chunk int) (*Kallsyms, error) {
 			}
 		}
 	}()
-	var p *kallsymsParser
-	var parseErr error
+	var feedErr error
 	for buf := range full {
-		if p == nil { // a short first chunk is the whole file
-			p = newKallsymsParser(kallsymsSizes(buf, len(buf) < chunk))
-		}
-		if parseErr == nil {
-			if parseErr = p.feed(buf); parseErr != nil {
+		if feedErr == nil {
+			if feedErr = feed(buf); feedErr != nil {
 				close(done)
 			}
 		}
 		free <- buf[:cap(buf)]
 	}
 	switch {
-	case parseErr != nil:
-		return nil, parseErr
+	case feedErr != nil:
+		return feedErr
 	case readErr != nil:
-		return nil, fmt.Errorf("read kallsyms: %w", readErr)
-	case p == nil:
-		return nil, errNoKallsyms
+		return fmt.Errorf("read kallsyms: %w", readErr)
 	}
-	return p.finish()
+	return nil
 }
 
 // LoadModules reads module extents from a file in /proc/modules format

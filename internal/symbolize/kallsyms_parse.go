@@ -2,10 +2,8 @@ package symbolize
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 )
@@ -24,6 +22,7 @@ type kallsymsParser struct {
 	lines   int             // non-empty lines seen
 	nonzero bool
 	sorted  bool
+	tail    int // with !sorted: syms[:tail] is sorted, syms[tail-1] > syms[tail]
 }
 
 // maxKallsymsLine is the longest line accepted (bytes); the kernel's
@@ -154,7 +153,7 @@ func (p *kallsymsParser) finish() (*Kallsyms, error) {
 	}
 	k.names = p.arena.String() // no copy
 	if !p.sorted {
-		k.sortSyms()
+		k.sortTail(p.tail)
 	}
 	if cap(k.syms)-len(k.syms) > len(k.syms)/4 {
 		k.syms = slices.Clone(k.syms)
@@ -174,26 +173,9 @@ func (p *kallsymsParser) line(line []byte) error {
 		name, mod = name[:t], bytes.TrimSpace(name[t+1:])
 		mod = bytes.TrimSuffix(bytes.TrimPrefix(mod, []byte{'['}), []byte{']'})
 	}
-	if len(name) == 0 || len(name) > ksymNameMask {
-		return fmt.Errorf("malformed symbol name in %.100q", line)
+	if err := p.symbol(addr, typ, name, mod); err != nil {
+		return fmt.Errorf("%w in %.100q", err, line)
 	}
-	if p.arena.Len() > math.MaxUint32-len(name) {
-		return errors.New("symbol names over 4 GiB")
-	}
-	if addr != 0 {
-		p.nonzero = true
-	}
-	if len(mod) == 0 && p.marker(name, addr) {
-		return nil
-	}
-	if !isKernelText(typ) && !(len(mod) > 0 && bytes.HasPrefix(name, []byte("bpf_prog_"))) {
-		return nil
-	}
-	m, err := p.module(mod)
-	if err != nil {
-		return err
-	}
-	p.add(addr, name, m, typ >= 'A' && typ <= 'Z')
 	return nil
 }
 
@@ -216,7 +198,9 @@ func (p *kallsymsParser) add(addr uint64, name []byte, mod uint16, global bool) 
 	replace := false
 	switch {
 	case last.addr > addr:
-		p.sorted = false
+		if p.sorted {
+			p.sorted, p.tail = false, n
+		}
 	case last.addr == addr && p.sorted:
 		if last.global() || !global {
 			return

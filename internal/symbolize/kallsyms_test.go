@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -288,6 +290,33 @@ func BenchmarkKallsymsParse(b *testing.B) {
 	for b.Loop() {
 		if _, err := parseKallsyms(data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestKallsymsSortTail checks the merge of a sorted head with an
+// unsorted tail (BPF programs listed newest first) against the full
+// stable sort, with addresses that repeat across the two runs.
+func TestKallsymsSortTail(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		n := 2 + r.IntN(60)
+		from := 1 + r.IntN(n-1)
+		syms := make([]ksym, n)
+		addr := uint64(0)
+		for i := range from {
+			addr += uint64(r.IntN(3))
+			syms[i] = ksym{addr: addr, name: uint32(i), nlen: uint16(r.IntN(2)) * ksymGlobal}
+		}
+		for i := from; i < n; i++ {
+			syms[i] = ksym{addr: uint64(r.IntN(int(addr) + 3)), name: uint32(i), nlen: uint16(r.IntN(2)) * ksymGlobal}
+		}
+		got := &Kallsyms{syms: slices.Clone(syms)}
+		want := &Kallsyms{syms: slices.Clone(syms)}
+		got.sortTail(from)
+		want.sortSyms()
+		if !slices.Equal(got.syms, want.syms) {
+			t.Fatalf("round %d (head %d of %d): sortTail\n%v\nsortSyms\n%v", round, from, n, got.syms, want.syms)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ type kernelSymbolizer struct {
 	loaded  bool          // ready was seen closed
 	ksyms   *Kallsyms     // nil when kallsyms could not be read
 	note    string
+	iterErr error // why the BPF iterator was not used, when it was tried
 	image   *Mapping
 	modules []moduleMapping
 	cache   map[uint64]frameInfo
@@ -41,13 +43,15 @@ type moduleMapping struct {
 }
 
 // newKernelSymbolizer starts loading kallsyms (and, to bound module
-// symbols, procRoot/modules) in the background: reading /proc/kallsyms
-// costs the kernel 45-60 ms (bench/symbolize/RESULTS.md; LoadKallsyms
-// parses each chunk as it is read, so the load ends soon after the
-// read), which then overlaps with the caller's own start-up (loading
-// BPF, opening perf events). Failures leave it working
+// symbols, procRoot/modules) in the background: from the BPF iterator
+// that iter opens when iter is not nil (33-45 ms of kernel time for
+// 122k symbols), else or when that fails from kallsymsPath (reading
+// /proc/kallsyms costs the kernel 45-70 ms, bench/symbolize/RESULTS.md).
+// Either source is parsed chunk by chunk as it is read, so the load ends
+// soon after the read, which then overlaps with the caller's own
+// start-up (loading BPF, opening perf events). Failures leave it working
 // with a note: kernel frames then stay unnamed.
-func newKernelSymbolizer(kallsymsPath, procRoot string) *kernelSymbolizer {
+func newKernelSymbolizer(iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) *kernelSymbolizer {
 	k := &kernelSymbolizer{
 		ready: make(chan struct{}),
 		image: &Mapping{Path: kernelPath, Kernel: true, Limit: math.MaxUint64},
@@ -55,7 +59,7 @@ func newKernelSymbolizer(kallsymsPath, procRoot string) *kernelSymbolizer {
 	}
 	go func() {
 		defer close(k.ready)
-		k.load(kallsymsPath, procRoot)
+		k.load(iter, kallsymsPath, procRoot)
 	}()
 	return k
 }
@@ -69,9 +73,21 @@ func (k *kernelSymbolizer) wait() {
 }
 
 // load reads kallsyms and the module extents into k.
-func (k *kernelSymbolizer) load(kallsymsPath, procRoot string) {
-	ks, err := LoadKallsyms(kallsymsPath)
+func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) {
+	var ks *Kallsyms
+	var err error
+	if iter != nil {
+		if ks, err = loadKallsymsIterFrom(iter); err != nil {
+			k.iterErr = err
+		}
+	}
+	if ks == nil {
+		ks, err = LoadKallsyms(kallsymsPath)
+	}
 	switch {
+	case err != nil && k.iterErr != nil:
+		k.note = fmt.Sprintf("kernel frames are not named: %v (and the BPF kallsyms iterator: %v)", err, k.iterErr)
+		return
 	case err != nil:
 		k.note = fmt.Sprintf("kernel frames are not named: %v", err)
 		return
@@ -90,6 +106,17 @@ func (k *kernelSymbolizer) load(kallsymsPath, procRoot string) {
 			Start: m.Start, Limit: m.End, Path: "[" + m.Name + "]", Kernel: true,
 		}})
 	}
+}
+
+// loadKallsymsIterFrom opens the iterator stream with open, parses it
+// and closes it.
+func loadKallsymsIterFrom(open func() (io.ReadCloser, error)) (*Kallsyms, error) {
+	r, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return ParseKallsymsIter(r)
 }
 
 // hiddenNote explains zero addresses in kallsyms from the sysctls that

@@ -1,0 +1,302 @@
+package symbolize
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// kallsymsRecords encodes /proc/kallsyms text as the BPF kallsyms
+// iterator's records (kallsyms_iter.go), one per non-empty line.
+func kallsymsRecords(t testing.TB, text []byte) []byte {
+	t.Helper()
+	var out []byte
+	for _, line := range strings.Split(string(text), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, " ", 3)
+		if len(f) != 3 || len(f[1]) != 1 {
+			t.Fatalf("malformed kallsyms line %q", line)
+		}
+		addr, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			t.Fatalf("kallsyms line %q: %v", line, err)
+		}
+		name, mod, _ := strings.Cut(f[2], "\t")
+		mod = strings.TrimSuffix(strings.TrimPrefix(mod, "["), "]")
+		out = appendRecord(out, addr, f[1][0], name, mod)
+	}
+	return out
+}
+
+// appendRecord appends one iterator record to b.
+func appendRecord(b []byte, addr uint64, typ byte, name, mod string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, addr)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
+	b = append(b, typ, byte(len(mod)))
+	return append(append(b, name...), mod...)
+}
+
+// sameKallsyms fails t unless got and want are the same table: the same
+// symbols (address, name, global, module), sections and Hidden.
+func sameKallsyms(t *testing.T, got, want *Kallsyms) {
+	t.Helper()
+	if got.Len() != want.Len() || got.hidden != want.hidden || got.text != want.text || got.init != want.init {
+		t.Fatalf("got %d symbols, hidden %v, text %v, init %v; want %d, %v, %v, %v",
+			got.Len(), got.hidden, got.text, got.init, want.Len(), want.hidden, want.text, want.init)
+	}
+	bad := 0
+	for i := range want.syms {
+		if g, w := describeKsym(got, i), describeKsym(want, i); g != w && bad < 10 {
+			t.Errorf("symbol %d: got %s, want %s", i, g, w)
+			bad++
+		}
+	}
+	if g, w := fmt.Sprint(got.Modules()), fmt.Sprint(want.Modules()); g != w {
+		t.Errorf("Modules() = %s, want %s", g, w)
+	}
+}
+
+// describeKsym prints symbol i of k with every field that Lookup and
+// dedup use.
+func describeKsym(k *Kallsyms, i int) string {
+	s := &k.syms[i]
+	name := k.names[s.name : s.name+uint32(s.nlen&ksymNameMask)]
+	return fmt.Sprintf("%#x %s global=%v [%s]", s.addr, name, s.global(), k.modules[s.mod])
+}
+
+// TestKallsymsIterFixture: the records of the fixture make the table its
+// text makes, in any split of the stream into reads.
+func TestKallsymsIterFixture(t *testing.T) {
+	for _, file := range []string{"testdata/kallsyms.txt", "testdata/kallsyms_hidden.txt"} {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := parseKallsyms(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := kallsymsRecords(t, text)
+		for chunk := 1; chunk <= 80; chunk++ {
+			k, err := loadKallsymsIter(bytes.NewReader(recs), chunk)
+			if err != nil {
+				t.Fatalf("%s, chunk %d: %v", file, chunk, err)
+			}
+			sameKallsyms(t, k, want)
+		}
+		k, err := ParseKallsymsIter(iotest.OneByteReader(bytes.NewReader(recs)))
+		if err != nil {
+			t.Fatalf("%s, one byte a read: %v", file, err)
+		}
+		sameKallsyms(t, k, want)
+	}
+}
+
+// TestKallsymsIterLookup: what the fixture's records give Lookup, and
+// Hidden for all-zero addresses.
+func TestKallsymsIterLookup(t *testing.T) {
+	text, err := os.ReadFile("testdata/kallsyms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ParseKallsymsIter(bytes.NewReader(kallsymsRecords(t, text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		addr, start  uint64
+		name, module string
+	}{
+		{0xffffffff81000000, 0xffffffff81000000, "startup_64", ""}, // global wins, markers dropped
+		{0xffffffff81001010, 0xffffffff81001010, "abort", ""},
+		{0xffffffffc0001150, 0xffffffffc0001100, "ext4_bar", "ext4"},
+		{0xffffffffc0300010, 0xffffffffc0300000, "bpf_prog_6deef7357e7b4530_sd_fw_egress", "bpf"},
+		{0xffffffff81002800, 0, "", ""}, // _etext bounds the text
+	} {
+		sym, ok := k.Lookup(tt.addr)
+		if ok != (tt.name != "") || sym != (KernelSymbol{Name: tt.name, Start: tt.start, Module: tt.module}) {
+			t.Errorf("Lookup(%#x) = %+v, %v; want {%s %#x %s}", tt.addr, sym, ok, tt.name, tt.start, tt.module)
+		}
+	}
+	hidden := appendRecord(appendRecord(nil, 0, 'T', "_stext", ""), 0, 't', "ext4_foo", "ext4")
+	if k, err := ParseKallsymsIter(bytes.NewReader(hidden)); err != nil || !k.Hidden() || k.Len() != 0 {
+		t.Errorf("ParseKallsymsIter(zero addresses) = %v, %v; want Hidden", k, err)
+	}
+}
+
+// TestKallsymsIterReal: the records of this machine's /proc/kallsyms
+// make the table its text makes (hidden too when not root).
+func TestKallsymsIterReal(t *testing.T) {
+	text, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+	}
+	want, err := parseKallsyms(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ParseKallsymsIter(bytes.NewReader(kallsymsRecords(t, text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameKallsyms(t, k, want)
+	t.Logf("%d symbols kept of %d lines, hidden %v", k.Len(), bytes.Count(text, newline), k.Hidden())
+}
+
+// TestKallsymsIterErrors: truncated and corrupt streams fail with an
+// error that names the record, never a panic.
+func TestKallsymsIterErrors(t *testing.T) {
+	good := appendRecord(nil, 0xffffffff81000000, 'T', "startup_64", "")
+	header := func(nameLen uint16, modLen byte) []byte {
+		b := binary.LittleEndian.AppendUint64(append([]byte{}, good...), 0xffffffff81000010)
+		b = binary.LittleEndian.AppendUint16(b, nameLen)
+		return append(b, 'T', modLen)
+	}
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name string
+		r    io.Reader
+		want string
+	}{
+		{"empty", bytes.NewReader(nil), "no symbols"},
+		{"cut in the header", bytes.NewReader(append(append([]byte{}, good...), good[:7]...)), "record 2: cut short at 7 bytes"},
+		{"cut in the name", bytes.NewReader(good[:len(good)-1]), "record 1: cut short at 21 bytes"},
+		{"cut in the module", bytes.NewReader(appendRecord(nil, 1, 't', "f", "ext4")[:15]), "record 1: cut short at 15 bytes"},
+		{"empty name", bytes.NewReader(header(0, 0)), "record 2: malformed header"},
+		{"name over 512 bytes", bytes.NewReader(header(513, 0)), "name 513 bytes"},
+		{"module over 56 bytes", bytes.NewReader(append(header(1, 57), make([]byte, 58)...)), "module 57 bytes"},
+		{"read error", io.MultiReader(bytes.NewReader(good), iotest.ErrReader(boom)), "boom"},
+	} {
+		k, err := ParseKallsymsIter(tt.r)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: ParseKallsymsIter = %v, %v; want an error with %q", tt.name, k, err, tt.want)
+		}
+	}
+	// A bad record stops the reader; the error counts records from 1.
+	bad := bytes.Repeat(good, 10000)
+	bad = append(append(bad, header(600, 0)[len(good):]...), bytes.Repeat(good, 10000)...)
+	if _, err := ParseKallsymsIter(bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "record 10001:") {
+		t.Errorf("ParseKallsymsIter(bad record 10001) error = %v", err)
+	}
+}
+
+// fakeStream is an iterator stream that records being closed.
+type fakeStream struct {
+	io.Reader
+	closed int
+}
+
+func (f *fakeStream) Close() error { f.closed++; return nil }
+
+// TestKernelSymbolizerIterFallback: the iterator's table when it works;
+// the kallsyms file when it cannot be opened or its stream is corrupt,
+// with the iterator's error kept; both errors in the note when both
+// fail. Every stream opened is closed.
+func TestKernelSymbolizerIterFallback(t *testing.T) {
+	text, err := os.ReadFile("testdata/kallsyms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []*fakeStream
+	iter := func(data []byte) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) {
+			s := &fakeStream{Reader: bytes.NewReader(data)}
+			streams = append(streams, s)
+			return s, nil
+		}
+	}
+	failing := func() (io.ReadCloser, error) { return nil, errors.New("no BTF") }
+	// Only the iterator names abort_iter: it is not in the file.
+	iterText := strings.Replace(string(text), " abort\n", " abort_iter\n", 1)
+	const abort = 0xffffffff81001010
+	for _, tt := range []struct {
+		name      string
+		iter      func() (io.ReadCloser, error)
+		path      string
+		want      string // the function at abort
+		iterErr   string
+		noteWants []string
+	}{
+		{"iterator", iter(kallsymsRecords(t, []byte(iterText))), "testdata/kallsyms.txt", "abort_iter", "", nil},
+		{"no iterator", nil, "testdata/kallsyms.txt", "abort", "", nil},
+		{"iterator fails", failing, "testdata/kallsyms.txt", "abort", "no BTF", nil},
+		{"corrupt stream", iter([]byte("garbage, not records")), "testdata/kallsyms.txt", "abort", "malformed header", nil},
+		{"both fail", failing, "testdata/missing", "", "no BTF", []string{"testdata/missing", "no BTF"}},
+	} {
+		k := newKernelSymbolizer(tt.iter, tt.path, t.TempDir())
+		fi := k.resolve(abort)
+		if fi.function != tt.want {
+			t.Errorf("%s: resolve(abort) = %q, want %q", tt.name, fi.function, tt.want)
+		}
+		if (k.iterErr == nil) != (tt.iterErr == "") || (k.iterErr != nil && !strings.Contains(k.iterErr.Error(), tt.iterErr)) {
+			t.Errorf("%s: iterator error %v, want one with %q", tt.name, k.iterErr, tt.iterErr)
+		}
+		for _, w := range tt.noteWants {
+			if !strings.Contains(k.note, w) {
+				t.Errorf("%s: note %q; want it to mention %q", tt.name, k.note, w)
+			}
+		}
+		if len(tt.noteWants) == 0 && k.note != "" {
+			t.Errorf("%s: note %q, want none", tt.name, k.note)
+		}
+	}
+	for i, s := range streams {
+		if s.closed != 1 {
+			t.Errorf("stream %d closed %d times, want once", i, s.closed)
+		}
+	}
+}
+
+// TestSymbolizerKallsymsIter: Options.KallsymsIter reaches the kernel
+// symbolizer, and hidden addresses from it give the kptr_restrict note.
+func TestSymbolizerKallsymsIter(t *testing.T) {
+	hidden := appendRecord(appendRecord(nil, 0, 'T', "_stext", ""), 0, 'T', "do_syscall_64", "")
+	s, err := New(Options{
+		ProcRoot:     t.TempDir(),
+		KallsymsPath: "testdata/kallsyms.txt",
+		KallsymsIter: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(hidden)), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := s.Stack(1, []uint64{0xffffffff81002010}, nil)
+	if f := st.Frames[0]; f.Reason != ReasonKernelHidden {
+		t.Errorf("frame %+v, want reason %v", f, ReasonKernelHidden)
+	}
+	if note := s.Note(); !strings.Contains(note, "kptr_restrict") {
+		t.Errorf("Note() = %q; want it to mention kptr_restrict", note)
+	}
+}
+
+// FuzzKallsymsIterRecords: any stream parses or fails cleanly, and a
+// table that parses answers lookups sanely.
+func FuzzKallsymsIterRecords(f *testing.F) {
+	text, err := os.ReadFile("testdata/kallsyms.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	seed := kallsymsRecords(f, text)
+	f.Add(seed, uint64(0xffffffff81000010), uint8(0))
+	f.Add(seed[:len(seed)-5], uint64(0xffffffffc0300010), uint8(3))
+	f.Add(appendRecord(nil, 0, 'T', "x", ""), uint64(0), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, addr uint64, chunk uint8) {
+		k, err := loadKallsymsIter(bytes.NewReader(data), int(chunk)%64+1)
+		if err != nil {
+			return
+		}
+		if sym, ok := k.Lookup(addr); ok && (sym.Start > addr || k.Hidden()) {
+			t.Errorf("Lookup(%#x) = %+v (hidden %v)", addr, sym, k.Hidden())
+		}
+		k.Modules()
+	})
+}
