@@ -63,6 +63,12 @@ func run(o *options) (int, error) {
 	if err := s.Enable(); err != nil {
 		return 1, err
 	}
+	// -d counts from here, where sampling starts: the samples taken while
+	// kallsyms finishes loading wait in the ring buffer (sized for a
+	// quarter of a second of them; the load takes 40-70 ms).
+	start := time.Now()
+	ctx, stop := stopContext(o.duration, out, kid)
+	defer stop()
 	// Note waits for kallsyms, which loads in the background meanwhile.
 	for _, note := range []string{sym.Note(), symbolize.OpenInRootNote()} {
 		if note != "" && !o.quiet {
@@ -70,8 +76,6 @@ func run(o *options) (int, error) {
 		}
 	}
 	releaseBTF() // both loads are done: Note waited for kallsyms
-	ctx, stop := stopContext(o.duration, out, kid)
-	defer stop()
 	bw := bufio.NewWriterSize(out.writer(), 1<<16)
 	c := newCollector(sym, o.labels, newStreamer(o.format, bw))
 	c.tid = c.tid || o.perTID
@@ -80,7 +84,6 @@ func run(o *options) (int, error) {
 			return 1, err
 		}
 	}
-	start := time.Now()
 	if kid != nil {
 		if err := kid.start(); err != nil {
 			return 1, err
