@@ -59,9 +59,15 @@
 // sections too), in the binary or its debug file: the
 // line table gives file and line, and DW_TAG_inlined_subroutine DIEs
 // expand one address into its inlined functions, innermost first, each
-// outer one at its call site, as pprof's Location.Line orders them. Go
-// binaries without DWARF get file and line, but no inlining, from
-// .gopclntab.
+// outer one at its call site, as pprof's Location.Line orders them.
+// Compressed sections are inflated only as far as the unit a lookup
+// needs (through .debug_aranges). Go 1.20+ binaries, stripped or not, get
+// lines and inlined frames from .gopclntab instead (gopclntab_*.go: the
+// function table, the pc-value tables and the runtime's inline tree,
+// with moduledata found by scanning the data sections), which needs no
+// DWARF and costs about 2 ms instead of 47 ms for the first lookup in a
+// 20 MB binary; DWARF stays the fallback, and older Go binaries without
+// DWARF get file and line, but no inlining, from .gopclntab.
 //
 // Caches: one entry per binary (keyed by device and inode; the file is
 // opened when a process that maps it is first seen, and read at its first

@@ -9,12 +9,36 @@ import (
 
 // goTable is the .gopclntab of a binary, parsed on first use: the
 // symbol source of Go binaries without .symtab and the line source of Go
-// binaries without DWARF.
+// binaries without DWARF; raw holds the bytes, shared with the inline
+// decoder (newGoInlineLines).
 type goTable struct {
-	f    *elf.File
-	lr   *limitedReaderAt
-	done bool
-	tab  *gosym.Table
+	f       *elf.File
+	lr      *limitedReaderAt
+	done    bool
+	tab     *gosym.Table
+	rawDone bool
+	rawData []byte
+}
+
+// raw returns the bytes of .gopclntab, read on first use (at most
+// maxPclntabBytes) and shared by get and the inline decoder
+// (newGoInlineLines); nil when the binary has none or it cannot be read.
+// Callers must not modify the slice.
+func (g *goTable) raw() []byte {
+	if g.rawDone {
+		return g.rawData
+	}
+	g.rawDone = true
+	sec := g.f.Section(".gopclntab")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil
+	}
+	data, err := sectionData(g.lr, sec, maxPclntabBytes)
+	if err != nil {
+		return nil
+	}
+	g.rawData = data
+	return data
 }
 
 // get returns the parsed table, or nil when the binary has none or it
@@ -29,12 +53,8 @@ func (g *goTable) get() *gosym.Table {
 			g.tab = nil
 		}
 	}()
-	sec := g.f.Section(".gopclntab")
-	if sec == nil || sec.Type == elf.SHT_NOBITS {
-		return nil
-	}
-	data, err := sectionData(g.lr, sec, maxPclntabBytes)
-	if err != nil {
+	data := g.raw()
+	if data == nil {
 		return nil
 	}
 	g.tab, _ = gosym.NewTable(nil, gosym.NewLineTable(data, goTextStart(g.f, data)))

@@ -35,11 +35,12 @@ type lineSource interface {
 // each function inlined at elfAddr, the innermost with the line being
 // executed and each outer one with the line of its call to the previous
 // (DW_AT_call_file, DW_AT_call_line), then the physical function last.
-// Without inlining there is one entry. Lines are read from DWARF (in the
-// binary or its separate debug file), else from .gopclntab (no inlining),
-// one compilation unit at a time, and cached. The result is nil when the
-// binary has no line information for elfAddr, including when it is
-// corrupt; the slice is new and owned by the caller.
+// Without inlining there is one entry. Lines of Go 1.20+ binaries are
+// read from .gopclntab, inlining included (see readLines); others from
+// DWARF (in the binary or its separate debug file), one compilation unit
+// at a time, and cached, else from .gopclntab without inlining. The
+// result is nil when the binary has no line information for elfAddr,
+// including when it is corrupt; the slice is new and owned by the caller.
 func (b *Binary) Lines(elfAddr uint64) []SourceLine {
 	if b.lines == nil {
 		return nil
@@ -59,10 +60,21 @@ func (b *Binary) Preload(elfAddrs []uint64) {
 	}
 }
 
-// readLines sets b.lines from the DWARF of f, else from that of the
-// separate debug file dbg (then setting b.debugFile), else from f's
-// .gopclntab (gt).
+// readLines sets b.lines. A Go binary whose .gopclntab the inline
+// decoder reads (newGoInlineLines: Go 1.20+ table, moduledata found)
+// gets its lines, inlined frames included, from .gopclntab: that is as
+// complete as Go's DWARF and far cheaper than inflating and indexing it
+// (about 2 ms and 5 MB instead of 47 ms and 13 MB for the first lookup
+// in cmd/gprofile). Other binaries get them from the DWARF of f, else from
+// that of the separate debug file dbg (then setting b.debugFile), else
+// from f's .gopclntab (gt) without inlining.
 func (b *Binary) readLines(f *elf.File, lr *limitedReaderAt, dbg *debugFile, gt *goTable) {
+	if f.Section(".gopclntab") != nil {
+		if g := newGoInlineLines(f, lr, gt); g != nil {
+			b.lines = g
+			return
+		}
+	}
 	if hasDWARF(f) {
 		if d := loadDWARF(f, lr); d != nil {
 			b.lines = newDWARFLines(d)

@@ -1,0 +1,296 @@
+package symbolize
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"testing"
+)
+
+// Tests of the .gopclntab decoder's fallbacks and of its robustness to
+// corrupt tables; gopclntab_inline_test.go compares it with DWARF.
+
+// goinlineBinary builds testdata/goinline.go into t.TempDir() and
+// returns its bytes.
+func goinlineBinary(t testing.TB, flags ...string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(buildGo(t, t.TempDir(), "goinline", "testdata/goinline.go", flags...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// breakModuledata overwrites, in the ELF image raw, every pointer-aligned
+// word of .go.module and .noptrdata that equals the address of
+// .gopclntab, so that runtime.firstmoduledata cannot be found.
+func breakModuledata(t *testing.T, raw []byte) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcln := f.Section(".gopclntab").Addr
+	hits := 0
+	for _, name := range []string{".go.module", ".noptrdata"} {
+		s := f.Section(name)
+		if s == nil {
+			continue
+		}
+		for off := s.Offset; off+8 <= s.Offset+s.FileSize; off += 8 {
+			if binary.LittleEndian.Uint64(raw[off:]) == pcln {
+				binary.LittleEndian.PutUint64(raw[off:], 0)
+				hits++
+			}
+		}
+	}
+	if hits == 0 {
+		t.Fatal("no moduledata found to break")
+	}
+}
+
+// TestGoInlineFallback checks that a Go binary whose moduledata (so
+// go:func.*) cannot be found gets its lines from DWARF, or without DWARF
+// from gosym (goLines), and that the normal build uses the decoder.
+func TestGoInlineFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		broken bool
+		want   string
+	}{
+		{"normal", nil, false, "*symbolize.goInlineLines"},
+		{"normal-no-moduledata", nil, true, "*symbolize.dwarfLines"},
+		{"stripped-no-moduledata", []string{"-ldflags=-s -w"}, true, "symbolize.goLines"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := goinlineBinary(t, tc.flags...)
+			if tc.broken {
+				breakModuledata(t, raw)
+			}
+			b, err := LoadBinary(bytes.NewReader(raw), LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%T", b.lines); got != tc.want {
+				t.Fatalf("line source %s, want %s", got, tc.want)
+			}
+			sym, ok := goFuncEntry(t, raw, "main.work")
+			if !ok {
+				t.Fatal("no main.work")
+			}
+			if ls := b.Lines(sym); len(ls) == 0 || ls[len(ls)-1].Function != "main.work" {
+				t.Errorf("Lines(main.work) = %v", ls)
+			}
+		})
+	}
+}
+
+// goFuncEntry returns the entry of the function name in the
+// .gopclntab of the ELF image raw, read by debug/gosym.
+func goFuncEntry(t testing.TB, raw []byte, name string) (uint64, bool) {
+	t.Helper()
+	f, lr, err := openELF(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := (&goTable{f: f, lr: lr}).get()
+	if tab == nil {
+		return 0, false
+	}
+	if fn := tab.LookupFunc(name); fn != nil {
+		return fn.Entry, true
+	}
+	return 0, false
+}
+
+// TestGoInlineModuledata checks the runtime.text and go:func.* that the
+// moduledata scan finds against the symbol table (go tool nm's view),
+// for a normal and a PIE build.
+func TestGoInlineModuledata(t *testing.T) {
+	for _, flags := range [][]string{nil, {"-buildmode=pie"}} {
+		raw := goinlineBinary(t, flags...)
+		f, lr, err := openELF(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gt := &goTable{f: f, lr: lr}
+		g := newGoInlineLines(f, lr, gt)
+		if g == nil {
+			t.Fatalf("%v: no decoder", flags)
+		}
+		syms, err := f.Symbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]uint64{}
+		for _, s := range syms {
+			want[s.Name] = s.Value
+		}
+		pcln := f.Section(".gopclntab")
+		gofunc, ok := gofuncInPcln(gt.raw(), g)
+		if !ok {
+			t.Skip("skipping: go:func.* lies outside .gopclntab with this toolchain")
+		}
+		if got := pcln.Addr + uint64(gofunc); got != want["go:func.*"] || g.text != want["runtime.text"] {
+			t.Errorf("%v: text %#x, go:func.* %#x; symbols say %#x, %#x", flags, g.text, got, want["runtime.text"], want["go:func.*"])
+		}
+	}
+}
+
+// TestGoInlineCorrupt checks that truncated and corrupted tables give
+// nil or some lines at every pc, never a panic (linesAt, without the
+// recover of lines) and never a hang.
+func TestGoInlineCorrupt(t *testing.T) {
+	raw := goinlineBinary(t)
+	f, lr, err := openELF(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt := &goTable{f: f, lr: lr}
+	g := newGoInlineLines(f, lr, gt)
+	if g == nil {
+		t.Fatal("no decoder")
+	}
+	pcln := gt.raw()
+	gofuncOff, ok := gofuncInPcln(pcln, g)
+	if !ok {
+		t.Skip("skipping: go:func.* lies outside .gopclntab with this toolchain")
+	}
+	var pcs []uint64
+	for _, name := range []string{"main.work", "main.main", "runtime.main"} {
+		if pc, ok := goFuncEntry(t, raw, name); ok {
+			pcs = append(pcs, pc, pc+5, pc+20)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		data := bytes.Clone(pcln[:rng.IntN(len(pcln))])
+		if rng.IntN(2) == 0 {
+			data = bytes.Clone(pcln)
+			for range 1 + rng.IntN(64) {
+				data[rng.IntN(len(data))] = byte(rng.Uint32())
+			}
+		}
+		c := parsePclnHeader(binary.LittleEndian, data)
+		if c == nil {
+			continue
+		}
+		c.text, c.gofunc = g.text, data[min(len(data), gofuncOff):]
+		for _, pc := range pcs {
+			c.linesAt(pc)
+		}
+	}
+	if g := parsePclnHeader(binary.LittleEndian, pcln[:100]); g != nil {
+		t.Error("parsePclnHeader accepted a table truncated to 100 bytes")
+	}
+}
+
+// gofuncInPcln returns the offset of g's go:func.* in pcln, its
+// .gopclntab; false when go:func.* lies in another section (the Go 1.26
+// linker puts it in .gopclntab).
+func gofuncInPcln(pcln []byte, g *goInlineLines) (int, bool) {
+	off := len(pcln) - len(g.gofunc)
+	return off, off >= 0 && bytes.Equal(pcln[off:], g.gofunc)
+}
+
+// FuzzGoInline decodes .gopclntab images of testdata/goinline.go (built
+// at test time) with a patch written into one of the parts a lookup of
+// pc reads (region: the header, the function table, the _func, its pcln,
+// pcfile and inline index tables, its inline tree, the cutab), optionally
+// truncated to cut bytes: linesAt must not panic (lines recovers, linesAt
+// does not) or hang. Patches keep the inputs small: the go fuzzing engine
+// does next to nothing with a whole table as input.
+func FuzzGoInline(f *testing.F) {
+	raw := goinlineBinary(f)
+	ef, lr, err := openELF(bytes.NewReader(raw))
+	if err != nil {
+		f.Fatal(err)
+	}
+	gt := &goTable{f: ef, lr: lr}
+	g := newGoInlineLines(ef, lr, gt)
+	if g == nil {
+		f.Fatal("no decoder for testdata/goinline.go")
+	}
+	seed := gt.raw()
+	gofuncOff, ok := gofuncInPcln(seed, g)
+	if !ok {
+		f.Skip("skipping: go:func.* lies outside .gopclntab with this toolchain")
+	}
+	work := gt.get().LookupFunc("main.work")
+	if work == nil {
+		f.Fatal("no main.work")
+	}
+	for pc := work.Entry; pc < work.End; pc += 9 {
+		for region := range uint8(8) {
+			f.Add(region, uint16(0), []byte{}, uint32(0), uint32(pc-g.text))
+			f.Add(region, uint16(4), []byte{0xff, 0xff, 0xff, 0x7f}, uint32(0), uint32(pc-g.text))
+		}
+	}
+	f.Fuzz(func(t *testing.T, region uint8, off uint16, patch []byte, cut, pcOff uint32) {
+		pc := g.text + uint64(pcOff)
+		base, ok := g.fuzzRegion(region, pc, gofuncOff)
+		if !ok {
+			return
+		}
+		data := bytes.Clone(seed)
+		if at := base + int(off); at < len(data) {
+			copy(data[at:], patch)
+		}
+		if cut != 0 {
+			data = data[:int(cut)%len(data)]
+		}
+		c := parsePclnHeader(binary.LittleEndian, data)
+		if c == nil {
+			return
+		}
+		c.text, c.gofunc = g.text, data[min(len(data), gofuncOff):]
+		for _, d := range []uint64{0, 1, 17} {
+			if ls := c.linesAt(pc + d); len(ls) > maxInlineDepth+1 {
+				t.Errorf("%d frames, over the cap", len(ls))
+			}
+		}
+	})
+}
+
+// fuzzRegion returns the offset in .gopclntab of the part region (see
+// FuzzGoInline) of the lookup of pc in the unpatched table g, whose
+// go:func.* starts at gofuncOff; false when pc is in no function.
+func (g *goInlineLines) fuzzRegion(region uint8, pc uint64, gofuncOff int) (int, bool) {
+	fn, ok := g.funcAt(pc)
+	if !ok {
+		return 0, false
+	}
+	pclnOff := int(g.pclnOff)
+	i := sort.Search(g.nfunc, func(k int) bool { return g.order.Uint32(g.pclntable[8*k:]) > uint32(fn.entry-g.text) }) - 1
+	funcOff := int(g.order.Uint32(g.pclntable[8*i+4:]))
+	pctab := pclnOff - len(g.pctab)
+	switch region % 8 {
+	case 0:
+		return 0, true
+	case 1:
+		return pclnOff + 8*i, true
+	case 2:
+		return pclnOff + funcOff, true
+	case 3:
+		return pctab + int(g.order.Uint32(fn.b[funcPcln:])), true
+	case 4:
+		return pctab + int(g.order.Uint32(fn.b[funcPcfile:])), true
+	case 5:
+		if g.order.Uint32(fn.b[funcNpcdata:]) <= pcdataInlTreeIndex {
+			return 0, true
+		}
+		return pctab + int(g.order.Uint32(fn.b[funcSize+4*pcdataInlTreeIndex:])), true
+	case 6:
+		if tree := g.funcdata(fn, funcdataInlTree); tree != nil {
+			return gofuncOff + len(g.gofunc) - len(tree), true
+		}
+		return gofuncOff, true
+	default:
+		return pclnOff - len(g.pctab) - len(g.filetab) - len(g.cutab), true
+	}
+}
