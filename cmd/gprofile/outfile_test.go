@@ -85,3 +85,78 @@ func TestOutFileSudoOwner(t *testing.T) {
 		t.Errorf("owned by %d:%d, want 65534:65533", st.Uid, st.Gid)
 	}
 }
+
+// TestOutFileFIFO: a target that is not a regular file (here a FIFO, as
+// /dev/null is a device) is written in place, never renamed over, and
+// keeps no .old; a directory is refused with a hint.
+func TestOutFileFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("skipping: mkfifo: %v", err)
+	}
+	got := make(chan []byte)
+	go func() {
+		b, _ := os.ReadFile(fifo) // opens the read end, until the writer closes
+		got <- b
+	}()
+	o, err := createOut(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(o.writer(), "profile bytes")
+	if err := o.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; string(b) != "profile bytes" {
+		t.Errorf("the FIFO's reader got %q", b)
+	}
+	fi, err := os.Lstat(fifo)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("after commit the target is %v (%v), want the FIFO", fi.Mode(), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("directory holds %v, want only the FIFO", entries)
+	}
+	if _, err := createOut(dir); err == nil {
+		t.Error("createOut(a directory) succeeded")
+	}
+}
+
+// TestOutputDevNull runs gprofile -o /dev/null, which perf users type to
+// measure without keeping a file: /dev/null must stay the null device
+// (the rename of a temporary file over it used to make it a regular
+// file, breaking everything on the machine that writes to it). If it is
+// broken anyway, the test puts the device back.
+func TestOutputDevNull(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	isNullDev := func() bool {
+		fi, err := os.Lstat("/dev/null")
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		return fi.Mode()&os.ModeCharDevice != 0 && ok && st.Rdev == 1<<8|3
+	}
+	if !isNullDev() {
+		t.Skip("skipping: /dev/null is not the null device on this machine already")
+	}
+	t.Cleanup(func() {
+		if !isNullDev() {
+			os.Remove("/dev/null")
+			syscall.Mknod("/dev/null", syscall.S_IFCHR|0o666, 1<<8|3)
+			os.Chmod("/dev/null", 0o666) // mknod applies the umask
+			os.Remove("/dev/null.old")
+		}
+	})
+	_, stderr, code := runGprofile(t, "-q", "-d", "1", "-f", "99", "-o", "/dev/null")
+	if code != 0 {
+		t.Fatalf("gprofile -o /dev/null: exit %d\n%s", code, stderr)
+	}
+	if !isNullDev() {
+		t.Error("gprofile -o /dev/null replaced the null device")
+	}
+	if _, err := os.Lstat("/dev/null.old"); err == nil {
+		t.Error("gprofile -o /dev/null left /dev/null.old")
+	}
+}
