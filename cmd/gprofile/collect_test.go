@@ -64,3 +64,30 @@ func TestCanonicalStacks(t *testing.T) {
 		t.Error("JIT code of two processes shares a stack")
 	}
 }
+
+// TestSettledStacks: the reader's table of settled stacks knows a stack
+// once added, tells pids and IPs apart, and forgets everything on clear.
+func TestSettledStacks(t *testing.T) {
+	var s settledStacks
+	a := s.key(7, []uint64{0x401000, 0x401100})
+	if a == 0 || s.has(a) {
+		t.Fatalf("key %#x: zero, or known before add", a)
+	}
+	s.add(a)
+	if !s.has(a) {
+		t.Error("added key not found")
+	}
+	for _, other := range []uint64{
+		s.key(8, []uint64{0x401000, 0x401100}),
+		s.key(7, []uint64{0x401000, 0x401104}),
+		s.key(7, []uint64{0x401000}),
+	} {
+		if other == a || s.has(other) {
+			t.Errorf("key %#x of another stack matches %#x", other, a)
+		}
+	}
+	s.clear()
+	if s.has(a) {
+		t.Error("key found after clear")
+	}
+}

@@ -11,47 +11,79 @@ import (
 // and the symbolizing worker.
 const queueLen = 8192
 
+// batchLen is how many samples the reader hands over at a time: one
+// channel send and at most one wake-up of the worker per batch instead
+// of per sample. A partial batch goes as soon as the ring buffer is
+// empty (Sampler.RunIdle), so batching adds no latency.
+const batchLen = 64
+
 // collect reads samples on this goroutine and symbolizes and aggregates
 // them on another, so that a slow symbolization (the first lookup in a
 // large binary reads its DWARF) does not stop the ring buffer from being
 // drained. The reader tells the symbolizer about each process as soon as
 // it sees it (Observe), so that a process that exits while its samples
-// wait in the queue still gets names. It returns when sampling has ended
-// and every sample is in c.
+// wait in the queue still gets names. Samples travel in batches of up to
+// batchLen, in order, and batches are reused. It returns when sampling
+// has ended and every sample is in c.
 func collect(ctx context.Context, s *attach.Sampler, sym *symbolize.Symbolizer, c *collector, st *status) error {
-	work := make(chan *attach.Sample, queueLen)
-	free := make(chan *attach.Sample, queueLen)
+	work := make(chan []*attach.Sample, queueLen/batchLen)
+	free := make(chan []*attach.Sample, queueLen/batchLen)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for smp := range work {
-			c.add(smp)
+		for b := range work {
+			for _, smp := range b {
+				c.add(smp)
+			}
 			select {
-			case free <- smp:
+			case free <- b:
 			default:
 			}
 		}
 	}()
+	var batch []*attach.Sample
+	send := func() {
+		if len(batch) > 0 {
+			work <- batch
+			batch = nil
+		}
+	}
 	var n uint64
-	err := s.Run(ctx, func(smp *attach.Sample) {
+	var settled settledStacks
+	err := s.RunIdle(ctx, func(smp *attach.Sample) {
 		if smp.Flags&attach.FlagProcessExec != 0 {
+			settled.clear()
 			sym.Observe(smp.PID) // its new program, while it lives
 			return
 		}
 		if smp.Flags&attach.FlagProcessExit == 0 {
-			sym.ObserveStack(smp.PID, smp.UserIPs)
+			if key := settled.key(smp.PID, smp.UserIPs); !settled.has(key) && sym.ObserveStack(smp.PID, smp.UserIPs) {
+				settled.add(key)
+			}
 			n++
 			st.tick(n)
+		} else {
+			settled.clear()
 		}
-		var cp *attach.Sample
-		select {
-		case cp = <-free:
-		default:
+		if batch == nil {
+			select {
+			case b := <-free:
+				batch = b[:0]
+			default:
+				batch = make([]*attach.Sample, 0, batchLen)
+			}
+		}
+		// A reused batch still points at the samples it carried: refill them.
+		cp := batch[:len(batch)+1][len(batch)]
+		if cp == nil {
 			cp = new(attach.Sample)
 		}
 		copySample(cp, smp)
-		work <- cp
-	})
+		if batch = append(batch, cp); len(batch) == batchLen {
+			send()
+		}
+	}, send)
+	send()
 	close(work)
 	<-done
 	return err
@@ -65,3 +97,37 @@ func copySample(dst, src *attach.Sample) {
 	dst.KernelIPs = append(kips[:0], src.KernelIPs...)
 	dst.UserIPs = append(uips[:0], src.UserIPs...)
 }
+
+// settledStacks remembers, for the ring buffer reader, stacks that
+// Symbolizer.ObserveStack found settled (every checked IP in a known
+// mapping), so that a stack seen again skips the check and the
+// symbolizer's lock, which the collector holds while it symbolizes: a
+// direct-mapped table of 1024 keys, each a hash of the pid and the first
+// IPs that ObserveStack checks. It is cleared whenever a process execs
+// or exits, after which its stacks may mean something else.
+type settledStacks struct {
+	keys [1024]uint64
+}
+
+// settledIPs is how many leading user IPs the key covers: all that
+// ObserveStack checks (symbolize's observeIPs).
+const settledIPs = 16
+
+// key returns the nonzero key of pid's stack userIPs (leaf first).
+func (t *settledStacks) key(pid uint32, userIPs []uint64) uint64 {
+	h := uint64(pid)*0x9e3779b97f4a7c15 + uint64(len(userIPs))
+	for _, ip := range userIPs[:min(len(userIPs), settledIPs)] {
+		h = (h ^ ip) * 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+	}
+	return h | 1
+}
+
+// has reports whether key is in the table.
+func (t *settledStacks) has(key uint64) bool { return t.keys[key%uint64(len(t.keys))] == key }
+
+// add puts key in the table, over whatever held its slot.
+func (t *settledStacks) add(key uint64) { t.keys[key%uint64(len(t.keys))] = key }
+
+// clear empties the table.
+func (t *settledStacks) clear() { clear(t.keys[:]) }

@@ -248,28 +248,36 @@ const observeIPs = 16
 // process likely still runs, rather than when Stack gets to the sample.
 // It stops at the first IP in a mapping that is not executable (stack,
 // heap: frame-pointer junk from there on). It costs a map lookup and a
-// binary search per IP when there is nothing to do.
-func (s *Symbolizer) ObserveStack(pid uint32, userIPs []uint64) {
+// binary search per IP when there is nothing to do. It reports settled
+// when every IP it checked lies in a known mapping (or, from the first
+// that does not, in a mapping of data): then the same stack of the same
+// process needs no check again until the process execs or exits, which
+// callers may remember.
+func (s *Symbolizer) ObserveStack(pid uint32, userIPs []uint64) (settled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.procs[pid]
 	if !ok {
 		s.process(pid)
-		return
+		return false
 	}
 	if s.checkExec(p, false) || !p.seen || p.gone {
-		return
+		return false
 	}
 	for i, ip := range userIPs[:min(len(userIPs), observeIPs)] {
 		addr := lookupAddr(i, ip)
 		if p.find(addr) != nil {
 			continue
 		}
-		if !p.inData(addr) && s.now().Sub(p.lastRead) >= p.reread {
+		if p.inData(addr) {
+			return true
+		}
+		if s.now().Sub(p.lastRead) >= p.reread {
 			s.readMaps(p)
 		}
-		return
+		return false
 	}
+	return true
 }
 
 // Stats returns the counters so far.

@@ -336,7 +336,9 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	addr := base + elfSymbol(t, bin, "middle").Value
 	fp.setMaps(pid, text)
 	now = now.Add(mapsRereadInterval)
-	s.ObserveStack(pid, []uint64{addr})
+	if s.ObserveStack(pid, []uint64{addr}) {
+		t.Errorf("ObserveStack called settled a stack whose IP was in no mapping")
+	}
 	fp.setMaps(pid) // exited: what /proc says now must not matter
 	s.procs[pid].reread = time.Hour
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"middle", ReasonNone, bin}})
@@ -347,13 +349,20 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	p.reread = 0
 	read := p.lastRead
 	now = now.Add(mapsRereadInterval)
-	s.ObserveStack(pid, []uint64{addr, addr})
+	if !s.ObserveStack(pid, []uint64{addr, addr}) {
+		t.Errorf("ObserveStack did not call a stack of mapped IPs settled")
+	}
 	if !p.lastRead.Equal(read) {
 		t.Errorf("ObserveStack re-read the maps of a sample it could name")
 	}
-	// An IP in no mapping makes it read them.
-	s.ObserveStack(pid, []uint64{addr, 0x7f0000001000})
+	// An IP in no mapping makes it read them, and is not settled.
+	if s.ObserveStack(pid, []uint64{addr, 0x7f0000001000}) {
+		t.Errorf("ObserveStack called settled a stack with an IP in no mapping")
+	}
 	if p.lastRead.Equal(read) {
 		t.Errorf("ObserveStack did not re-read the maps for an IP in no mapping")
+	}
+	if s.ObserveStack(pid+1, []uint64{addr}) {
+		t.Errorf("ObserveStack called settled the stack of a process it had not seen")
 	}
 }
