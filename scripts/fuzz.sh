@@ -41,15 +41,39 @@ if [ ${#targets[@]} = 0 ]; then
 	exit 1
 fi
 
+# corpus lists the inputs saved for target $2 of package $1.
+corpus() {
+	local dir
+	dir=$($GO list -f '{{.Dir}}' "$1")/testdata/fuzz/$2
+	ls "$dir" 2>/dev/null || true
+}
+
 echo "fuzz: ${#targets[@]} targets, $FUZZTIME each"
 failed=()
 for t in "${targets[@]}"; do
 	pkg=${t% *}
 	name=${t#* }
 	echo "fuzz: $name ($pkg)"
-	if ! $GO test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg"; then
+	# Go 1.26's fuzz coordinator can fail a target with a bare "context
+	# deadline exceeded" when -fuzztime ends while a worker is busy
+	# (go.dev/issue/75804, fixed in Go 1.27): no input is written then.
+	# Such a run is tried once more; a written input, or a second failure,
+	# fails the target.
+	for try in 1 2; do
+		before=$(corpus "$pkg" "$name")
+		if out=$($GO test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
+			echo "$out"
+			break
+		fi
+		echo "$out"
+		if [ "$try" = 1 ] && [ "$(corpus "$pkg" "$name")" = "$before" ] &&
+			grep -q '^    context deadline exceeded$' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+			echo "fuzz: $name: the coordinator's deadline race (go.dev/issue/75804), no input written; running it again"
+			continue
+		fi
 		failed+=("$name ($pkg)")
-	fi
+		break
+	done
 done
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "fuzz: FAIL: ${failed[*]}; failing inputs are under each package's testdata/fuzz/" >&2
