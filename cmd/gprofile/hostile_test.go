@@ -423,29 +423,12 @@ func TestHostileOddPath(t *testing.T) {
 // hidden too.
 func TestHostileKptrRestrict(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	const sysctl = "/proc/sys/kernel/kptr_restrict"
-	old, err := os.ReadFile(sysctl)
-	if err != nil {
-		t.Skipf("cannot read %s: %v", sysctl, err)
-	}
 	bin := buildHostile(t, "syscalls")
 	buildGprofile(t)
 	w := startHostile(t, bin, "60")
-	if err := os.WriteFile(sysctl, []byte("2"), 0o644); err != nil {
-		if os.Getenv("GPROFILE_REQUIRE_PRIV") == "1" {
-			t.Fatalf("cannot set kernel.kptr_restrict: %v", err)
-		}
-		t.Skipf("cannot set kernel.kptr_restrict: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(sysctl, old, 0o644); err != nil {
-			t.Errorf("restore kernel.kptr_restrict=%s: %v", bytes.TrimSpace(old), err)
-		}
-	})
+	restore := testutil.SetSysctl(t, "kernel.kptr_restrict", "2")
 	res, expected := profileWorkload(t, w.pid, 999, time.Second, "-d", "1", "-f", "999", "-E")
-	if err := os.WriteFile(sysctl, old, 0o644); err != nil { // at once; Cleanup retries
-		t.Errorf("restore kernel.kptr_restrict: %v", err)
-	}
+	restore() // at once: other tests read kallsyms too
 	if res.code != 0 {
 		t.Fatalf("exit %d, want 0", res.code)
 	}

@@ -2,7 +2,6 @@ package attach
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -161,26 +160,9 @@ func TestKallsymsIterMatchesText(t *testing.T) {
 // ends; other readers of kallsyms meanwhile see it hidden too.
 func TestKallsymsIterKptrRestrict(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	const sysctl = "/proc/sys/kernel/kptr_restrict"
-	old, err := os.ReadFile(sysctl)
-	if err != nil {
-		t.Skipf("cannot read %s: %v", sysctl, err)
-	}
-	if err := os.WriteFile(sysctl, []byte("2"), 0o644); err != nil {
-		if os.Getenv("GPROFILE_REQUIRE_PRIV") == "1" {
-			t.Fatalf("cannot set kernel.kptr_restrict: %v", err)
-		}
-		t.Skipf("cannot set kernel.kptr_restrict: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(sysctl, old, 0o644); err != nil {
-			t.Errorf("restore kernel.kptr_restrict=%s: %v", bytes.TrimSpace(old), err)
-		}
-	})
+	restore := testutil.SetSysctl(t, "kernel.kptr_restrict", "2")
 	iter := readKsyms(t)
-	if err := os.WriteFile(sysctl, old, 0o644); err != nil { // at once; Cleanup retries
-		t.Errorf("restore kernel.kptr_restrict: %v", err)
-	}
+	restore() // at once: other tests read kallsyms too
 	nonzero := 0
 	for _, e := range iter {
 		if e.value != 0 {

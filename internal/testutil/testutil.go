@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -52,4 +54,36 @@ func BuildC(t testing.TB, src string, flags ...string) string {
 		t.Fatalf("gcc %v: %v\n%s", args, err, b)
 	}
 	return out
+}
+
+// SetSysctl writes value to the sysctl name ("kernel.kptr_restrict", read
+// and written under /proc/sys) and returns restore, which writes the old
+// value back: call it as soon as the test is done with the new value
+// (other tests and processes on the machine see it meanwhile); it also
+// runs when the test ends, however it ends, and does its work once. It
+// skips t when the sysctl cannot be read or written (fails it with
+// GPROFILE_REQUIRE_PRIV=1).
+func SetSysctl(t testing.TB, name, value string) (restore func()) {
+	t.Helper()
+	path := "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
+	old, err := os.ReadFile(path)
+	if err == nil {
+		err = os.WriteFile(path, []byte(value), 0o644)
+	}
+	if err != nil {
+		if os.Getenv("GPROFILE_REQUIRE_PRIV") == "1" {
+			t.Fatalf("cannot set %s: %v", name, err)
+		}
+		t.Skipf("skipping: cannot set %s: %v", name, err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := os.WriteFile(path, old, 0o644); err != nil {
+				t.Errorf("restore %s=%s: %v", name, strings.TrimSpace(string(old)), err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }
