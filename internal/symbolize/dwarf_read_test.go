@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -54,13 +53,7 @@ func TestDWARFReaderMatchesStdlib(t *testing.T) {
 // TestDWARFReaderMatchesStdlibGo does the same on a Go binary (DWARF 5
 // with compressed sections and range lists).
 func TestDWARFReaderMatchesStdlibGo(t *testing.T) {
-	goTool := lookPath(t, "go", "builds testdata/goinline.go")
-	bin := filepath.Join(t.TempDir(), "goinline")
-	cmd := exec.Command(goTool, "build", "-o", bin, "testdata/goinline.go")
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildGo(t, t.TempDir(), "goinline", "testdata/goinline.go")
 	ours, std := loadBoth(t, bin)
 	compareUnits(t, ours, std)
 }

@@ -146,21 +146,8 @@ func TestGoInlineModuledata(t *testing.T) {
 // nil or some lines at every pc, never a panic (linesAt, without the
 // recover of lines) and never a hang.
 func TestGoInlineCorrupt(t *testing.T) {
-	raw := goinlineBinary(t)
-	f, lr, err := openELF(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gt := &goTable{f: f, lr: lr}
-	g := newGoInlineLines(f, lr, gt)
-	if g == nil {
-		t.Fatal("no decoder")
-	}
+	raw, g, gt, gofuncOff := goinlineDecoder(t)
 	pcln := gt.raw()
-	gofuncOff, ok := gofuncInPcln(pcln, g)
-	if !ok {
-		t.Skip("skipping: go:func.* lies outside .gopclntab with this toolchain")
-	}
 	var pcs []uint64
 	for _, name := range []string{"main.work", "main.main", "runtime.main"} {
 		if pc, ok := goFuncEntry(t, raw, name); ok {
@@ -190,6 +177,28 @@ func TestGoInlineCorrupt(t *testing.T) {
 	}
 }
 
+// goinlineDecoder builds testdata/goinline.go and returns the binary,
+// its .gopclntab decoder, its goTable and the offset of go:func.* in its
+// .gopclntab. It fails t when the decoder cannot be made, and skips it
+// when go:func.* lies outside .gopclntab (other toolchains).
+func goinlineDecoder(t testing.TB) (raw []byte, g *goInlineLines, gt *goTable, gofuncOff int) {
+	t.Helper()
+	raw = goinlineBinary(t)
+	f, lr, err := openELF(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt = &goTable{f: f, lr: lr}
+	if g = newGoInlineLines(f, lr, gt); g == nil {
+		t.Fatal("no .gopclntab decoder for testdata/goinline.go")
+	}
+	gofuncOff, ok := gofuncInPcln(gt.raw(), g)
+	if !ok {
+		t.Skip("skipping: go:func.* lies outside .gopclntab with this toolchain")
+	}
+	return raw, g, gt, gofuncOff
+}
+
 // gofuncInPcln returns the offset of g's go:func.* in pcln, its
 // .gopclntab; false when go:func.* lies in another section (the Go 1.26
 // linker puts it in .gopclntab).
@@ -206,21 +215,8 @@ func gofuncInPcln(pcln []byte, g *goInlineLines) (int, bool) {
 // does not) or hang. Patches keep the inputs small: the go fuzzing engine
 // does next to nothing with a whole table as input.
 func FuzzGoInline(f *testing.F) {
-	raw := goinlineBinary(f)
-	ef, lr, err := openELF(bytes.NewReader(raw))
-	if err != nil {
-		f.Fatal(err)
-	}
-	gt := &goTable{f: ef, lr: lr}
-	g := newGoInlineLines(ef, lr, gt)
-	if g == nil {
-		f.Fatal("no decoder for testdata/goinline.go")
-	}
+	_, g, gt, gofuncOff := goinlineDecoder(f)
 	seed := gt.raw()
-	gofuncOff, ok := gofuncInPcln(seed, g)
-	if !ok {
-		f.Skip("skipping: go:func.* lies outside .gopclntab with this toolchain")
-	}
 	work := gt.get().LookupFunc("main.work")
 	if work == nil {
 		f.Fatal("no main.work")

@@ -301,13 +301,7 @@ func TestStackInlined(t *testing.T) {
 // TestLinesGoDWARF checks a Go binary built with DWARF: its inlined
 // calls expand as for C.
 func TestLinesGoDWARF(t *testing.T) {
-	goTool := lookPath(t, "go", "builds testdata/goinline.go")
-	bin := filepath.Join(t.TempDir(), "goinline")
-	cmd := exec.Command(goTool, "build", "-o", bin, "testdata/goinline.go")
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildGo(t, t.TempDir(), "goinline", "testdata/goinline.go")
 	b, err := OpenBinary(bin)
 	if err != nil {
 		t.Fatal(err)
