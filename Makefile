@@ -43,7 +43,8 @@ generate:
 # Fails when the committed BPF objects differ from what the sources build.
 check-generated: generate
 	git diff --exit-code -- internal/attach/profile_bpfel.go internal/attach/profile_bpfel.o \
-		internal/attach/ksym_bpfel.go internal/attach/ksym_bpfel.o
+		internal/attach/ksym_bpfel.go internal/attach/ksym_bpfel.o \
+		internal/attach/ksymlookup_bpfel.go internal/attach/ksymlookup_bpfel.o
 
 lint: check-layers
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite: $$out"; exit 1; fi

@@ -1,10 +1,13 @@
 // Package symbolize turns sampled instruction pointers into named frames.
 //
-// Kernel addresses are named from kallsyms (its text symbols and BPF
-// programs; read on one goroutine and parsed on another as it comes,
-// about 35 bytes of heap per symbol): from the binary records of a BPF
-// kallsyms iterator when the caller gives one (Options.KallsymsIter),
-// else from the text of /proc/kallsyms. User addresses are mapped
+// Kernel addresses are named from kallsyms (its text symbols, modules
+// and BPF programs): on demand, a batch of new addresses per stack, by a
+// KernelLookup when the caller gives one (Options.KernelLookup; the
+// kernel's own kallsyms_lookup through a BPF program, about 2 µs per
+// address); else from a listing read on one goroutine and parsed on
+// another as it comes (about 35 bytes of heap per symbol): the binary
+// records of a BPF kallsyms iterator when the caller gives one
+// (Options.KallsymsIter), else the text of /proc/kallsyms. User addresses are mapped
 // through /proc/PID/maps to the ELF file behind them, translated to ELF
 // virtual addresses with the mapping's load bias (PIE executables and
 // shared libraries), and named from the file's .symtab and .dynsym

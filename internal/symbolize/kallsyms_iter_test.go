@@ -232,7 +232,7 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 		{"corrupt stream", iter([]byte("garbage, not records")), "testdata/kallsyms.txt", "abort", "malformed header", nil},
 		{"both fail", failing, "testdata/missing", "", "no BTF", []string{"testdata/missing", "no BTF"}},
 	} {
-		k := newKernelSymbolizer(tt.iter, tt.path, t.TempDir())
+		k := newKernelSymbolizer(nil, tt.iter, tt.path, t.TempDir())
 		fi := k.resolve(abort)
 		if fi.function != tt.want {
 			t.Errorf("%s: resolve(abort) = %q, want %q", tt.name, fi.function, tt.want)

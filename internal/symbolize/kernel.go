@@ -24,16 +24,21 @@ type frameInfo struct {
 	startLine            int          // line of the function's first instruction
 }
 
-// kernelSymbolizer names kernel addresses from kallsyms and caches them.
+// kernelSymbolizer names kernel addresses, on demand through a
+// KernelLookup or else from a listing of kallsyms, and caches them.
 type kernelSymbolizer struct {
-	ready   chan struct{} // closed when the fields below are set
-	loaded  bool          // ready was seen closed
-	ksyms   *Kallsyms     // nil when kallsyms could not be read
-	note    string
-	iterErr error // why the BPF iterator was not used, when it was tried
-	image   *Mapping
-	modules []moduleMapping
-	cache   map[uint64]frameInfo
+	ready     chan struct{} // closed when the fields below are set
+	loaded    bool          // ready was seen closed
+	lookup    KernelLookup  // when not nil, names come from it (ksyms is nil)
+	ksyms     *Kallsyms     // nil when kallsyms could not be read
+	note      string
+	lookupErr error // why the KernelLookup was not used, when it was tried
+	iterErr   error // why the BPF iterator was not used, when it was tried
+	image     *Mapping
+	modules   []moduleMapping
+	cache     map[uint64]frameInfo
+	missing   []uint64 // lookupBatch's scratch: addresses not cached yet
+	texts     []string // and their texts
 }
 
 // moduleMapping is the shared Mapping of one module.
@@ -42,16 +47,19 @@ type moduleMapping struct {
 	m    *Mapping
 }
 
-// newKernelSymbolizer starts loading kallsyms (and, to bound module
-// symbols, procRoot/modules) in the background: from the BPF iterator
-// that iter opens when iter is not nil (33-45 ms of kernel time for
-// 122k symbols), else or when that fails from kallsymsPath (reading
-// /proc/kallsyms costs the kernel 45-70 ms, bench/symbolize/RESULTS.md).
-// Either source is parsed chunk by chunk as it is read, so the load ends
-// soon after the read, which then overlaps with the caller's own
-// start-up (loading BPF, opening perf events). Failures leave it working
-// with a note: kernel frames then stay unnamed.
-func newKernelSymbolizer(iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) *kernelSymbolizer {
+// newKernelSymbolizer starts, in the background, opening the
+// KernelLookup that lookup opens when lookup is not nil (about 2 ms; the
+// module extents then come from procRoot/modules), and when that fails
+// or lookup is nil, loading kallsyms (and, to bound module symbols,
+// procRoot/modules): from the BPF iterator that iter opens when iter is
+// not nil (33-45 ms of kernel time for 122k symbols), else or when that
+// fails from kallsymsPath (reading /proc/kallsyms costs the kernel 45-70
+// ms, bench/symbolize/RESULTS.md). Either listing is parsed chunk by
+// chunk as it is read, so the load ends soon after the read, which then
+// overlaps with the caller's own start-up (loading BPF, opening perf
+// events). Failures leave it working with a note: kernel frames then
+// stay unnamed.
+func newKernelSymbolizer(lookup func() (KernelLookup, error), iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) *kernelSymbolizer {
 	k := &kernelSymbolizer{
 		ready: make(chan struct{}),
 		image: &Mapping{Path: kernelPath, Kernel: true, Limit: math.MaxUint64},
@@ -59,6 +67,9 @@ func newKernelSymbolizer(iter func() (io.ReadCloser, error), kallsymsPath, procR
 	}
 	go func() {
 		defer close(k.ready)
+		if lookup != nil && k.openLookup(lookup, procRoot) {
+			return
+		}
 		k.load(iter, kallsymsPath, procRoot)
 	}()
 	return k
@@ -87,6 +98,9 @@ func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath
 	switch {
 	case err != nil && k.iterErr != nil:
 		k.note = fmt.Sprintf("kernel frames are not named: %v (and the BPF kallsyms iterator: %v)", err, k.iterErr)
+		return
+	case err != nil && k.lookupErr != nil:
+		k.note = fmt.Sprintf("kernel frames are not named: %v (and the BPF kernel symbol lookup: %v)", err, k.lookupErr)
 		return
 	case err != nil:
 		k.note = fmt.Sprintf("kernel frames are not named: %v", err)
@@ -150,13 +164,18 @@ func (k *kernelSymbolizer) resolve(addr uint64) frameInfo {
 	if fi, ok := k.cache[addr]; ok {
 		return fi
 	}
-	fi := k.lookup(addr)
+	var fi frameInfo
+	if k.lookup != nil {
+		fi = k.lookupOne(addr)
+	} else {
+		fi = k.fromKallsyms(addr)
+	}
 	k.cache[addr] = fi
 	return fi
 }
 
-// lookup names addr from kallsyms.
-func (k *kernelSymbolizer) lookup(addr uint64) frameInfo {
+// fromKallsyms names addr from the kallsyms listing.
+func (k *kernelSymbolizer) fromKallsyms(addr uint64) frameInfo {
 	switch {
 	case k.ksyms == nil:
 		return frameInfo{mapping: k.image, reason: ReasonNoSymbol}

@@ -16,6 +16,13 @@ type Options struct {
 	ProcRoot string
 	// KallsymsPath is the kernel symbol file; "" means "/proc/kallsyms".
 	KallsymsPath string
+	// KernelLookup, when not nil, opens a KernelLookup that names kernel
+	// addresses on demand (cmd/gprofile passes a wrapper of
+	// attach.OpenKernelSymbolLookup): tried first, on the goroutine that
+	// loads kernel symbols, it makes listing kallsyms (KallsymsIter,
+	// KallsymsPath) unnecessary, which are used only when it fails to
+	// open. Close closes it.
+	KernelLookup func() (KernelLookup, error)
 	// KallsymsIter, when not nil, opens a stream of the kernel's symbols
 	// in the binary records of the BPF kallsyms iterator (see
 	// ParseKallsymsIter; cmd/gprofile passes attach.OpenKallsymsIter),
@@ -97,9 +104,11 @@ func (s Stats) Unnamed() uint64 {
 	return n
 }
 
-// New returns a Symbolizer that loads the kernel's symbols from
-// opts.KallsymsIter, else (or when it fails) from opts.KallsymsPath, and
-// module extents from <ProcRoot>/modules, in the background; the first kernel frame (or Note) waits for them. A
+// New returns a Symbolizer that opens opts.KernelLookup, or else (or when
+// it fails) loads the kernel's symbols from opts.KallsymsIter, else (or
+// when it fails) from opts.KallsymsPath, and module extents from
+// <ProcRoot>/modules, in the background; the first kernel frame (or Note)
+// waits for them. A
 // missing, unreadable or hidden (kptr_restrict) kallsyms is not an error:
 // kernel frames then stay unnamed and Note says why. Debug files that
 // debuginfod servers (DEBUGINFOD_URLS) must send are downloaded in the
@@ -119,7 +128,7 @@ func New(opts Options) (*Symbolizer, error) {
 	return &Symbolizer{
 		procRoot:  opts.ProcRoot,
 		debugDirs: opts.DebugDirs,
-		kernel:    newKernelSymbolizer(opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
+		kernel:    newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
 		procs:     make(map[uint32]*process),
 		bins:      make(map[binKey]*binEntry),
 		fetch:     newDebuginfodFetcher(),
@@ -164,6 +173,9 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 		s.applyArrivals()
 	}
 	frames := make([]Frame, 0, len(kernelIPs)+len(userIPs))
+	if len(kernelIPs) > 0 {
+		s.kernel.prefetch(kernelIPs)
+	}
 	for i, addr := range kernelIPs {
 		fi := s.kernel.resolve(lookupAddr(i, addr))
 		frames = s.appendFrames(frames, addr, &fi, true)
@@ -301,8 +313,10 @@ func (s *Symbolizer) Forget(pid uint32) {
 
 // Close cancels the debuginfod downloads under way or queued and waits
 // for them to end (a few ms), drops every cache and closes the binaries
-// held open (those opened when a process was first seen, not read yet).
-// Close never fails; it is idempotent. The Symbolizer must not be used
+// held open (those opened when a process was first seen, not read yet),
+// and closes the KernelLookup (waiting for the kernel symbols' background
+// open or load to end): its error is the only one Close returns. It is
+// idempotent. The Symbolizer must not be used
 // after Close, except to Close again.
 func (s *Symbolizer) Close() error {
 	s.fetch.close() // before s.mu: downloads never take it anyway
@@ -315,7 +329,7 @@ func (s *Symbolizer) Close() error {
 	clear(s.bins)
 	s.calls.close()
 	s.vdso = nil
-	return nil
+	return s.kernel.closeLookup()
 }
 
 // String summarizes unnamed frames by reason, e.g. "12 of 340 frames
