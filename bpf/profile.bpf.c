@@ -3,20 +3,23 @@
 // gprofile's sampler: a BPF_PROG_TYPE_PERF_EVENT program attached to one
 // perf event per CPU. On every sample it takes the kernel and the user
 // callchain with bpf_get_stack and sends one variable-length record through
-// a BPF ring buffer (only the used part of each stack). A BTF tracepoint on
-// sched_process_fork adds the children of target processes to the target
-// map, so `-p PID` follows forks the way `perf record -p` does.
+// a BPF ring buffer (only the used part of each stack). A tracepoint on
+// task_newtask adds the children of target processes to the target map,
+// so `-p PID` follows forks the way `perf record -p` does; tracepoints on
+// sched_process_exec and sched_process_exit start targets at their exec
+// and report execs and exits.
 //
-// Built with bpf2go (see internal/attach/gen.go); needs no vmlinux.h: the
-// one kernel struct it reads (task_struct) is declared below with
-// preserve_access_index and relocated against the running kernel's BTF.
+// Built with bpf2go (see internal/attach/gen.go); needs no vmlinux.h and
+// no kernel BTF: the programs are classic tracepoint programs that read
+// the current task through helpers, and the one tracepoint record they
+// read (task_newtask) is declared below from its format file, whose
+// offsets internal/attach checks before attaching.
 
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
+#include <linux/sched.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 // Must match the kernel's default kernel.perf_event_max_stack (127) and
 // attach.MaxStackDepth.
@@ -242,23 +245,32 @@ int profile_tp(void *ctx)
 	return take_sample(ctx, tp_period, 0);
 }
 
-// Just the fields we read; CO-RE relocates them against kernel BTF.
-struct task_struct {
-	int pid;
-	int tgid;
-} __attribute__((preserve_access_index));
+// The record of the task/task_newtask tracepoint, as its format file
+// (/sys/kernel/tracing/events/task/task_newtask/format) lays it out; only
+// pid and clone_flags are read, and attach.checkTracepointFormat checks their
+// offsets and sizes against the running kernel's before attaching.
+struct task_newtask_args {
+	__u64 common; // common_type, _flags, _preempt_count, _pid
+	__s32 pid;    // the new task's pid: its tgid, for a process
+	char comm[TASK_COMM_LEN];
+	__u64 clone_flags;
+};
+_Static_assert(__builtin_offsetof(struct task_newtask_args, pid) == 8, "task_newtask pid");
+_Static_assert(__builtin_offsetof(struct task_newtask_args, clone_flags) == 32, "task_newtask clone_flags");
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+// follow_fork runs in the parent (current) of every new task: a new
+// process forked by a target becomes a target.
+SEC("tracepoint/task/task_newtask")
+int follow_fork(struct task_newtask_args *ctx)
 {
 	if (!follow_forks)
 		return 0;
-	__u32 ptgid = parent->tgid;
+	if (ctx->clone_flags & CLONE_THREAD)
+		return 0; // a new thread: covered by its tgid already
+	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
 	if (!is_target(ptgid))
 		return 0;
-	__u32 ctgid = child->tgid;
-	if (ctgid == ptgid)
-		return 0; // a new thread: covered by its tgid already
+	__u32 ctgid = ctx->pid;
 	__u8 on = TARGET_ON;
 	bpf_map_update_elem(&targets, &ctgid, &on, BPF_ANY);
 	count(COUNTER_FORKS);
@@ -289,11 +301,12 @@ static __always_inline void send_event(__u32 tgid, __u32 flag, __u64 wakeup)
 // start_at_exec turns a target waiting for its exec on, once the new
 // program is loaded (as perf's enable_on_exec does); with report_exits it
 // also tells the reader at once (waking it), so that a process that lives
-// a few milliseconds is seen alive, its new maps read.
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(start_at_exec, struct task_struct *p)
+// a few milliseconds is seen alive, its new maps read. The exec'ing task
+// is current (by now its thread group's leader).
+SEC("tracepoint/sched/sched_process_exec")
+int start_at_exec(void *ctx)
 {
-	__u32 tgid = p->tgid;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 	if (v && *v == TARGET_AT_EXEC)
 		*v = TARGET_ON;
@@ -304,12 +317,15 @@ int BPF_PROG(start_at_exec, struct task_struct *p)
 
 // report_exit tells the reader that a process (thread group) ended, so
 // that it can drop what it caches about it once its last samples are in.
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(report_exit, struct task_struct *p)
+// It runs for every exiting thread (current); the leader stands for the
+// process.
+SEC("tracepoint/sched/sched_process_exit")
+int report_exit(void *ctx)
 {
-	if (!report_exits || p->pid != p->tgid)
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!report_exits || (__u32)id != tgid)
 		return 0;
-	__u32 tgid = p->tgid;
 	if (!keep(tgid, tgid))
 		return 0;
 	send_event(tgid, FLAG_EXIT, BPF_RB_NO_WAKEUP);

@@ -46,11 +46,9 @@ func run(o *options) (int, error) {
 		cfg.PIDs, cfg.AtExec = []uint32{uint32(kid.cmd.Process.Pid)}, true
 	}
 
-	// The kallsyms iterator (started by New, in the background) and the
-	// sampler's programs decode kernel BTF once between them.
-	releaseBTF := attach.HoldKernelBTF()
-	defer releaseBTF()
-	sym, err := symbolize.New(symbolize.Options{KallsymsIter: attach.OpenKallsymsIter})
+	// New opens the kernel symbol lookup in the background (about 2 ms;
+	// when it cannot load, kallsyms is listed instead, 40-70 ms).
+	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: attach.OpenKallsymsIter})
 	if err != nil {
 		return 1, err
 	}
@@ -64,18 +62,18 @@ func run(o *options) (int, error) {
 		return 1, err
 	}
 	// -d counts from here, where sampling starts: the samples taken while
-	// kallsyms finishes loading wait in the ring buffer (sized for a
-	// quarter of a second of them; the load takes 40-70 ms).
+	// kernel symbols finish loading wait in the ring buffer (sized for a
+	// quarter of a second of them).
 	start := time.Now()
 	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
-	// Note waits for kallsyms, which loads in the background meanwhile.
+	// Note waits for the kernel symbols, which load in the background
+	// meanwhile.
 	for _, note := range []string{sym.Note(), symbolize.OpenInRootNote()} {
 		if note != "" && !o.quiet {
 			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 		}
 	}
-	releaseBTF() // both loads are done: Note waited for kallsyms
 	bw := bufio.NewWriterSize(out.writer(), 1<<16)
 	c := newCollector(sym, o.labels, newStreamer(o.format, bw))
 	c.tid = c.tid || o.perTID
@@ -117,6 +115,16 @@ func run(o *options) (int, error) {
 		return exitCode(kid.wait()), nil
 	}
 	return 0, nil
+}
+
+// openKernelLookup opens the BPF kernel symbol lookup for the symbolizer
+// (a nil *attach.KernelSymbolLookup must not become a non-nil interface).
+func openKernelLookup() (symbolize.KernelLookup, error) {
+	l, err := attach.OpenKernelSymbolLookup()
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // sampleConfig turns the flags into the sampler's configuration, checking

@@ -7,17 +7,24 @@
 // the program writes one record per sample into. Sample hands every record
 // to the caller, decoded with fixed offsets, without copying the stacks.
 //
+// With target processes or Config.ReportExits it also attaches classic
+// tracepoint programs (task_newtask to follow forks of targets,
+// sched_process_exec and sched_process_exit to start targets at exec and
+// report execs and exits), through tracefs (/sys/kernel/tracing or
+// /sys/kernel/debug/tracing), whose format file gives the layout of the
+// task_newtask record they read. The sampler needs no kernel BTF.
+//
 // It also loads bpf/ksym.bpf.c, a BPF kallsyms iterator (OpenKallsymsIter)
 // that lists the kernel's symbols as binary records, cheaper for the
-// kernel than formatting /proc/kallsyms. Both loads decode kernel BTF
-// through one shared cilium/ebpf cache (HoldKernelBTF keeps it between
-// them).
+// kernel than formatting /proc/kallsyms. That load decodes kernel BTF
+// through a shared cilium/ebpf cache (HoldKernelBTF keeps it between
+// loads).
 //
 // Kernel requirements: BPF ring buffers (Linux 5.8), bpf_link for perf
-// events (5.15; older kernels fall back to PERF_EVENT_IOC_SET_BPF), and BTF
-// (/sys/kernel/btf/vmlinux) for following forks of target processes and
-// for the kallsyms iterator (Linux 6.0; callers fall back to
-// /proc/kallsyms without it).
+// events (5.15; older kernels fall back to PERF_EVENT_IOC_SET_BPF),
+// tracefs for following forks and reporting execs and exits, and BTF
+// (/sys/kernel/btf/vmlinux) for the kallsyms iterator only (Linux 6.0;
+// callers fall back to /proc/kallsyms without it).
 // Privileges: root, or CAP_BPF and CAP_PERFMON (with kernel.perf_event_paranoid
 // allowing it). Errors a user can act on wrap ErrPermission, ErrNoRingbuf,
 // ErrNoPMU and ErrNoProcess.

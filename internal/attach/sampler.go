@@ -205,7 +205,7 @@ func (s *Sampler) load() error {
 			return fmt.Errorf("set %s: %w", name, err)
 		}
 	}
-	if err := spec.LoadAndAssign(&s.objs, &ebpf.CollectionOptions{Cache: sharedKernelBTF()}); err != nil {
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return s.loadError(err)
 	}
 	s.verbosef("BPF: loaded program profile, ring buffer %d bytes, wakeup at %d bytes\n", s.ringBytes, s.ringBytes/4)
@@ -241,68 +241,6 @@ func (s *Sampler) loadError(err error) error {
 		fmt.Fprintf(s.cfg.Verbose, "BPF verifier log:\n%+v\n", ve)
 	}
 	return permissionError("load BPF program", err)
-}
-
-// attachTracing loads and attaches the BTF tracepoint programs: with
-// target pids, sched_process_fork adds children of targets to the map and
-// sched_process_exec turns on a target waiting for its exec; with
-// ReportExits, sched_process_exit reports ended processes. Without kernel
-// BTF a note says what does not work; only AtExec makes that an error.
-func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
-	if s.cfg.PIDs == nil && !s.cfg.ReportExits {
-		return nil
-	}
-	var progs struct {
-		FollowFork  *ebpf.Program `ebpf:"follow_fork"`
-		StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
-		ReportExit  *ebpf.Program `ebpf:"report_exit"`
-	}
-	opts := &ebpf.CollectionOptions{Cache: sharedKernelBTF(), MapReplacements: map[string]*ebpf.Map{
-		"targets": s.objs.Targets, "counters": s.objs.Counters,
-		"events": s.objs.Events, "scratch": s.objs.Scratch,
-		"target_tids": s.objs.TargetTIDs, "tp_hits": s.objs.TPHits,
-	}}
-	if err := spec.LoadAndAssign(&progs, opts); err != nil {
-		if s.cfg.AtExec {
-			return fmt.Errorf("load BTF tracepoint programs (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
-		}
-		s.logf("gprofile: cannot follow forks and exits without kernel BTF (%v)\n", err)
-		return nil
-	}
-	defer progs.FollowFork.Close()
-	defer progs.StartAtExec.Close()
-	defer progs.ReportExit.Close()
-	if s.cfg.ReportExits {
-		if err := s.attachTracingProg(progs.ReportExit, "sched_process_exit"); err != nil {
-			s.logf("gprofile: exits of processes are not reported (%v)\n", err)
-		}
-	}
-	if s.cfg.AtExec || s.cfg.ReportExits {
-		err := s.attachTracingProg(progs.StartAtExec, "sched_process_exec")
-		if err != nil && s.cfg.AtExec {
-			return fmt.Errorf("attach sched_process_exec (needs kernel BTF, /sys/kernel/btf/vmlinux): %w", err)
-		}
-		if err != nil {
-			s.logf("gprofile: execs of processes are not reported (%v)\n", err)
-		}
-	}
-	if s.cfg.PIDs == nil {
-		return nil
-	}
-	if err := s.attachTracingProg(progs.FollowFork, "sched_process_fork"); err != nil {
-		s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
-	}
-	return nil
-}
-
-func (s *Sampler) attachTracingProg(p *ebpf.Program, tp string) error {
-	l, err := link.AttachTracing(link.TracingOptions{Program: p})
-	if err != nil {
-		return err
-	}
-	s.links = append(s.links, l)
-	s.verbosef("BPF: attached %s to tp_btf/%s\n", p, tp)
-	return nil
 }
 
 func boolByte(b bool) uint8 {

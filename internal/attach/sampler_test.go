@@ -1,7 +1,9 @@
 package attach
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -169,5 +171,97 @@ func TestSamplerReportsExits(t *testing.T) {
 	}
 	if !found || !exec {
 		t.Errorf("pid %d: exit record %v, exec record %v; want both", pid, found, exec)
+	}
+}
+
+// TestSamplerFollowsForks profiles a process by pid (with ReportExits)
+// that, once sampling runs, starts a spinning thread and forks a child
+// that execs a spinning program: the child's samples arrive under its own
+// pid, with its exec and exit records; the thread counts as no fork and
+// its exit reports nothing; the parent's exit is reported once.
+func TestSamplerFollowsForks(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	spin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fno-omit-frame-pointer")
+	forker := testutil.BuildC(t, "testdata/forker.c", "-O2", "-pthread")
+	cmd := exec.Command(forker, spin, "2") // the child spins 1-2 s
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	parent := uint32(cmd.Process.Pid)
+
+	var notes bytes.Buffer
+	s, err := Open(Config{FrequencyHz: 499, SoftwareEvent: true, PIDs: []uint32{parent}, ReportExits: true, Log: &notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if notes.Len() != 0 {
+		t.Errorf("Open said: %s", notes.Bytes())
+	}
+	if err := s.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	var child uint32
+	if _, err := fmt.Fscanf(stdout, "child=%d\n", &child); err != nil {
+		t.Fatalf("read the child's pid: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	samples := map[uint32]int{} // by pid
+	exits, execs := map[uint32]int{}, map[uint32]int{}
+	threadSamples := 0
+	err = s.Run(ctx, func(smp *Sample) {
+		switch {
+		case smp.Flags&FlagProcessExit != 0:
+			exits[smp.PID]++
+			if smp.PID == parent {
+				cancel() // the child exited before: all is in
+			}
+		case smp.Flags&FlagProcessExec != 0:
+			execs[smp.PID]++
+		default:
+			samples[smp.PID]++
+			if smp.PID == parent && smp.TID != parent {
+				threadSamples++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("parent %d, child %d: samples %v (%d of the parent's thread), execs %v, exits %v, counters %+v",
+		parent, child, samples, threadSamples, execs, exits, c)
+	// 1-2 s of spinning at 499 Hz: even a busy machine gives it 50.
+	if samples[child] < 50 {
+		t.Errorf("%d samples of the forked child, want at least 50", samples[child])
+	}
+	if threadSamples == 0 {
+		t.Error("no samples of the parent's spinning thread")
+	}
+	if len(samples) != 2 {
+		t.Errorf("samples of pids %v, want only the parent and the child", samples)
+	}
+	if c.Forks != 1 {
+		t.Errorf("%d forks counted, want 1 (the thread is no fork)", c.Forks)
+	}
+	if execs[child] != 1 || exits[child] != 1 || exits[parent] != 1 || len(exits) != 2 {
+		t.Errorf("exec records %v, exit records %v; want one exec of the child, one exit each of it and the parent", execs, exits)
 	}
 }
