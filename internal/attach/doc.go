@@ -14,17 +14,23 @@
 // /sys/kernel/debug/tracing), whose format file gives the layout of the
 // task_newtask record they read. The sampler needs no kernel BTF.
 //
-// It also loads bpf/ksym.bpf.c, a BPF kallsyms iterator (OpenKallsymsIter)
+// It also loads two BPF objects that name kernel addresses:
+// bpf/ksymlookup.bpf.c (OpenKernelSymbolLookup), syscall programs that
+// ask the kernel's own kallsyms_lookup for a batch of addresses (printk's
+// "%pS"), so that a profile names only the addresses it holds; and, as a
+// fallback, bpf/ksym.bpf.c, a BPF kallsyms iterator (OpenKallsymsIter)
 // that lists the kernel's symbols as binary records, cheaper for the
-// kernel than formatting /proc/kallsyms. That load decodes kernel BTF
-// through a shared cilium/ebpf cache (HoldKernelBTF keeps it between
-// loads).
+// kernel than formatting /proc/kallsyms. The iterator's load decodes
+// kernel BTF through a shared cilium/ebpf cache (HoldKernelBTF keeps it
+// between loads); the lookup needs no BTF.
 //
 // Kernel requirements: BPF ring buffers (Linux 5.8), bpf_link for perf
 // events (5.15; older kernels fall back to PERF_EVENT_IOC_SET_BPF),
-// tracefs for following forks and reporting execs and exits, and BTF
-// (/sys/kernel/btf/vmlinux) for the kallsyms iterator only (Linux 6.0;
-// callers fall back to /proc/kallsyms without it).
+// tracefs for following forks and reporting execs and exits, syscall
+// programs, bpf_loop and bpf_kallsyms_lookup_name for the kernel symbol
+// lookup (Linux 5.16), and BTF (/sys/kernel/btf/vmlinux) for the kallsyms
+// iterator only (Linux 6.0; callers fall back to /proc/kallsyms without
+// either).
 // Privileges: root, or CAP_BPF and CAP_PERFMON (with kernel.perf_event_paranoid
 // allowing it). Errors a user can act on wrap ErrPermission, ErrNoRingbuf,
 // ErrNoPMU and ErrNoProcess.
