@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +40,7 @@ type options struct {
 	perTID   bool     // folded: comm-PID/TID
 	fullName bool     // folded: keep C++ parameter lists
 	self     bool     // sample gprofile itself too
+	cacheDir string   // --cache-dir: inflated DWARF sections by build ID, "" for none
 	freqSet  bool     // -f given explicitly
 	args     []string // the command line, for the profile's comments
 }
@@ -102,6 +105,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
 	fs.BoolVar(&o.self, "self", false, "include samples of gprofile itself (left out by default)")
 	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
+	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections in `dir`, by build ID, so the next run reads them (at most 256 MiB; '' for none)")
 	err := fs.Parse(argv)
 	fs.Visit(func(f *flag.Flag) { o.freqSet = o.freqSet || f.Name == "f" })
 	if err != nil {
@@ -209,4 +213,17 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintf(w, "  %-22s %s%s\n", left, usage, def)
 	})
+}
+
+// defaultCacheDir is where --cache-dir points unless given:
+// $XDG_CACHE_HOME/gprofile, else $HOME/.cache/gprofile; "" (no cache)
+// without either.
+func defaultCacheDir(getenv func(string) string) string {
+	if d := getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "gprofile")
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".cache", "gprofile")
+	}
+	return ""
 }

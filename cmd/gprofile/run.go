@@ -48,7 +48,7 @@ func run(o *options) (int, error) {
 
 	// New opens the kernel symbol lookup in the background (about 2 ms;
 	// when it cannot load, kallsyms is listed instead, 40-70 ms).
-	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: attach.OpenKallsymsIter})
+	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: attach.OpenKallsymsIter, CacheDir: o.cacheDir})
 	if err != nil {
 		return 1, err
 	}

@@ -239,7 +239,7 @@ func (s *Symbolizer) release(be *binEntry) {
 // if the caller has it open, else nil. The LoadOptions say where its
 // .gnu_debuglink file may be: next to it, inside the process's root.
 func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.File, LoadOptions, error) {
-	opts := LoadOptions{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), fetch: s.fetch}
+	opts := LoadOptions{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, fetch: s.fetch}
 	var firstErr error
 	if root == nil {
 		r, err := openRoot(s.procPath(pid, "root"))

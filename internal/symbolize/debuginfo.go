@@ -32,6 +32,12 @@ type LoadOptions struct {
 	// OrigDir is the binary's directory as its own file system names it,
 	// appended to each of DebugDirs for .gnu_debuglink; "" means Dir.
 	OrigDir string
+	// CacheDir, when not "", keeps the inflated bytes of compressed DWARF
+	// sections there, by build ID, for the next load of the same file
+	// (see sectionCache; at most DefaultSectionCacheBytes): sections are
+	// read from it where it has them, and written to it when inflated
+	// whole, or, for those inflated on demand, by Binary.SaveCache.
+	CacheDir string
 
 	// root, when set, is the root of the process that mapped the
 	// binary, and Dir a path inside it, resolved inside it.

@@ -51,7 +51,7 @@ func TestDWARFReaderSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := loadDWARF(ef, newLimitedReaderAt(bytes.NewReader(mustRead(t, "testdata/fuzz/tiny.elf")), 1<<30))
+	d := loadDWARF(ef, newLimitedReaderAt(bytes.NewReader(mustRead(t, "testdata/fuzz/tiny.elf")), 1<<30), nil)
 	if d == nil || len(d.units) == 0 {
 		t.Fatal("no DWARF units in tiny.elf")
 	}

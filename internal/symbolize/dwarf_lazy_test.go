@@ -36,7 +36,7 @@ func TestLazySectionPrefix(t *testing.T) {
 		s := &elf.Section{SectionHeader: elf.SectionHeader{Name: ".debug_info", Type: elf.SHT_PROGBITS,
 			Flags: elf.SHF_COMPRESSED, FileSize: uint64(len(file)), Size: uint64(len(plain))}}
 		lr := newLimitedReaderAt(bytes.NewReader(file), 1<<30)
-		got, err := dwarfSectionData(lr, f, s, 1<<30, true)
+		got, err := dwarfSectionData(lr, f, s, 1<<30, true, nil)
 		if err != nil || got.lazy == nil {
 			t.Fatalf("dwarfSectionData: lazy %v, err %v", got.lazy != nil, err)
 		}
@@ -77,6 +77,90 @@ func TestLazySectionPrefix(t *testing.T) {
 // the first unit inflates only the start of .debug_info, and that an
 // address no unit holds completes the index.
 func TestLazyDWARFMatchesWhole(t *testing.T) {
+	bin, f, ref := buildManyUnits(t)
+
+	// Inflate on demand whatever the size, in steps of 512 bytes: the
+	// program's .debug_info is tens of KiB.
+	oldMin, oldStep := lazySectionMin, lazyInflateStep
+	lazySectionMin, lazyInflateStep = 0, 512
+	defer func() { lazySectionMin, lazyInflateStep = oldMin, oldStep }()
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func() *dwarfData {
+		ef, lr, err := openELF(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := loadDWARF(ef, lr, nil)
+		if d == nil || d.infoZ == nil || d.abbrevZ == nil || d.lineZ == nil {
+			t.Fatalf("loadDWARF: %v; want .debug_info, .debug_abbrev and .debug_line inflated on demand", d != nil)
+		}
+		return d
+	}
+
+	// The first unit's function: only the start of .debug_info is read.
+	d := load()
+	x := newDWARFLines(d)
+	first := elfSymbol(t, bin, "f0_0").Value
+	if got := x.lines(first); len(got) == 0 || got[len(got)-1].Function != "f0_0" {
+		t.Fatalf("lines(f0_0) = %+v", got)
+	}
+	if !x.partial || d.infoZ.complete() || d.infoZ.avail > len(d.info)/2 {
+		t.Errorf("after one lookup in the first unit: partial index %v, %d of %d bytes of .debug_info inflated; want a partial index and under half",
+			x.partial, d.infoZ.avail, len(d.info))
+	}
+
+	// Every function start and a few addresses inside: the same answers.
+	checkAllLines(t, f, ref, x)
+
+	// An address no unit holds completes the index and the inflation.
+	d = load()
+	x = newDWARFLines(d)
+	if got := x.lines(1); got != nil {
+		t.Errorf("lines(1) = %v, want none", got)
+	}
+	if x.partial || !d.infoZ.complete() {
+		t.Errorf("after a miss: partial %v, .debug_info complete %v; want the whole index", x.partial, d.infoZ.complete())
+	}
+	if got, want := fmt.Sprint(x.lines(first)), fmt.Sprint(ref.lines(first)); got != want {
+		t.Errorf("after a miss, lines(f0_0) = %s, want %s", got, want)
+	}
+}
+
+// checkAllLines checks that x answers every function of f (its start,
+// middle and last byte) as ref does.
+func checkAllLines(t *testing.T, f *elf.File, ref, x lineSource) {
+	t.Helper()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
+			continue
+		}
+		for _, off := range []uint64{0, s.Size / 2, max(s.Size, 1) - 1} {
+			pc := s.Value + off
+			want, got := fmt.Sprint(ref.lines(pc)), fmt.Sprint(x.lines(pc))
+			if got != want {
+				t.Errorf("lines(%#x) (%s+%d) = %s, want %s", pc, s.Name, off, got, want)
+			}
+			checked++
+		}
+	}
+	if checked < 240 {
+		t.Fatalf("checked %d addresses; the program has 240 functions", checked)
+	}
+}
+
+// buildManyUnits builds a C program of 40 compilation units, each with
+// six functions and an inlined one, with zlib-compressed DWARF, and
+// returns its path, the open ELF file and a line reader given its whole
+// sections (the reference). It skips when gcc cannot compress DWARF.
+func buildManyUnits(t *testing.T) (string, *elf.File, lineSource) {
 	gcc := lookPath(t, "gcc", "builds the test program with compressed DWARF")
 	dir := t.TempDir()
 	var srcs []string
@@ -103,7 +187,7 @@ func TestLazyDWARFMatchesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	if s := f.Section(".debug_info"); s == nil || s.Flags&elf.SHF_COMPRESSED == 0 {
 		t.Skip("skipping: gcc -gz=zlib wrote no compressed .debug_info (binutils without zlib?)")
 	}
@@ -115,74 +199,5 @@ func TestLazyDWARFMatchesWhole(t *testing.T) {
 			}
 		}
 	}
-	ref := newDWARFLines(newDWARFData(whole, false))
-
-	// Inflate on demand whatever the size, in steps of 512 bytes: the
-	// program's .debug_info is tens of KiB.
-	oldMin, oldStep := lazySectionMin, lazyInflateStep
-	lazySectionMin, lazyInflateStep = 0, 512
-	defer func() { lazySectionMin, lazyInflateStep = oldMin, oldStep }()
-	raw, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := func() *dwarfData {
-		ef, lr, err := openELF(bytes.NewReader(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := loadDWARF(ef, lr)
-		if d == nil || d.infoZ == nil || d.abbrevZ == nil || d.lineZ == nil {
-			t.Fatalf("loadDWARF: %v; want .debug_info, .debug_abbrev and .debug_line inflated on demand", d != nil)
-		}
-		return d
-	}
-
-	// The first unit's function: only the start of .debug_info is read.
-	d := load()
-	x := newDWARFLines(d)
-	first := elfSymbol(t, bin, "f0_0").Value
-	if got := x.lines(first); len(got) == 0 || got[len(got)-1].Function != "f0_0" {
-		t.Fatalf("lines(f0_0) = %+v", got)
-	}
-	if !x.partial || d.infoZ.complete() || d.infoZ.avail > len(d.info)/2 {
-		t.Errorf("after one lookup in the first unit: partial index %v, %d of %d bytes of .debug_info inflated; want a partial index and under half",
-			x.partial, d.infoZ.avail, len(d.info))
-	}
-
-	// Every function start and a few addresses inside: the same answers.
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked := 0
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
-			continue
-		}
-		for _, off := range []uint64{0, s.Size / 2, max(s.Size, 1) - 1} {
-			pc := s.Value + off
-			want, got := fmt.Sprint(ref.lines(pc)), fmt.Sprint(x.lines(pc))
-			if got != want {
-				t.Errorf("lines(%#x) (%s+%d) = %s, want %s", pc, s.Name, off, got, want)
-			}
-			checked++
-		}
-	}
-	if checked < 240 {
-		t.Fatalf("checked %d addresses; the program has 240 functions", checked)
-	}
-
-	// An address no unit holds completes the index and the inflation.
-	d = load()
-	x = newDWARFLines(d)
-	if got := x.lines(1); got != nil {
-		t.Errorf("lines(1) = %v, want none", got)
-	}
-	if x.partial || !d.infoZ.complete() {
-		t.Errorf("after a miss: partial %v, .debug_info complete %v; want the whole index", x.partial, d.infoZ.complete())
-	}
-	if got, want := fmt.Sprint(x.lines(first)), fmt.Sprint(ref.lines(first)); got != want {
-		t.Errorf("after a miss, lines(f0_0) = %s, want %s", got, want)
-	}
+	return bin, f, newDWARFLines(newDWARFData(whole, false))
 }

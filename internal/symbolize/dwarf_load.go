@@ -23,8 +23,10 @@ var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", 
 // unit headers. It returns nil when f has no .debug_info, when the
 // sections are over maxDWARFBytes together, or when .debug_info has no
 // valid unit header, including when debug/elf panics. Executables and
-// shared objects need no relocations applied to their DWARF.
-func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarfData) {
+// shared objects need no relocations applied to their DWARF. With a
+// cache, compressed sections come from it where it has them (keyed by
+// f's build ID; a file without one is not cached).
+func loadDWARF(f *elf.File, lr *limitedReaderAt, cache *sectionCache) (d *dwarfData) {
 	defer func() {
 		if recover() != nil {
 			d = nil
@@ -61,6 +63,10 @@ func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarfData) {
 		err  error
 	}
 	results := make(chan result, len(secs))
+	var id string
+	if cache != nil {
+		id = buildID(f)
+	}
 	for name, s := range secs {
 		go func() {
 			r := result{name: name}
@@ -70,7 +76,8 @@ func loadDWARF(f *elf.File, lr *limitedReaderAt) (d *dwarfData) {
 				}
 				results <- r
 			}()
-			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes, slices.Contains(lazySections, name))
+			slot := cache.slot(id, name, s.FileSize)
+			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes, slices.Contains(lazySections, name), slot)
 		}()
 	}
 	data := make(map[string][]byte, len(secs))

@@ -24,7 +24,7 @@ func loadBoth(t *testing.T, path string) (*dwarfData, *dwarf.Data) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := loadDWARF(f, lr)
+	ours := loadDWARF(f, lr, nil)
 	std, err := f.DWARF()
 	if ours == nil || err != nil {
 		t.Fatalf("load DWARF of %s: ours %v, debug/dwarf %v", path, ours != nil, err)

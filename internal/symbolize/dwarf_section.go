@@ -55,6 +55,9 @@ type lazySection struct {
 	zr     io.Reader // nil once buf is complete or the stream failed
 	failed bool      // the stream ended or failed before filling buf
 	step   int       // inflate at least this much at a time; 0: lazyInflateStep
+	skip   int       // bytes zr must inflate and drop first: buf has them from the cache
+	slot   *cacheSlot
+	saved  int // bytes of buf the cache holds
 }
 
 // validPrefix makes at least the first n bytes of data, a section
@@ -82,6 +85,14 @@ func (s *lazySection) prefix(n uint64) int {
 	if step == 0 {
 		step = lazyInflateStep
 	}
+	if s.skip > 0 {
+		// The cache gave the first bytes; the stream starts at 0.
+		if _, err := io.CopyN(io.Discard, s.zr, int64(s.skip)); err != nil {
+			s.zr, s.failed = nil, true
+			return s.avail
+		}
+		s.skip = 0
+	}
 	end := min(max(want, s.avail+step), len(s.buf))
 	got, err := io.ReadFull(s.zr, s.buf[s.avail:end])
 	s.avail += got
@@ -91,6 +102,19 @@ func (s *lazySection) prefix(n uint64) int {
 		s.zr = nil
 	}
 	return s.avail
+}
+
+// save writes what is valid to the section cache, if more than it has.
+func (s *lazySection) save() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slot != nil && s.avail > s.saved {
+		s.slot.save(s.buf[:s.avail], len(s.buf))
+		s.saved = s.avail
+	}
 }
 
 // complete reports whether the whole section is valid, or cannot be.
@@ -110,9 +134,12 @@ func (s *lazySection) complete() bool {
 // without the zlib Adler-32 check (a corrupt stream still fails to
 // inflate or gives corrupt DWARF, which the reader survives): when lazy
 // and at least lazySectionMin bytes, on demand (sectionBytes.lazy), else
-// whole, straight into a buffer of the size their header gives. Other
-// compressions (zstd, GNU .zdebug) go through sectionData.
-func dwarfSectionData(lr *limitedReaderAt, f *elf.File, s *elf.Section, max uint64, lazy bool) (sectionBytes, error) {
+// whole, straight into a buffer of the size their header gives. With a
+// cache slot, the bytes the cache has are read rather than inflated, and
+// a section inflated whole is saved to it at once (a lazy one by
+// lazySection.save). Other compressions (zstd, GNU .zdebug) go through
+// sectionData.
+func dwarfSectionData(lr *limitedReaderAt, f *elf.File, s *elf.Section, max uint64, lazy bool, slot *cacheSlot) (sectionBytes, error) {
 	whole := func(data []byte, err error) (sectionBytes, error) { return sectionBytes{data: data}, err }
 	if s.Type == elf.SHT_NOBITS || !lr.inFile(s) || s.FileSize > max {
 		return whole(sectionData(lr, s, max)) // for its error
@@ -140,13 +167,19 @@ func dwarfSectionData(lr *limitedReaderAt, f *elf.File, s *elf.Section, max uint
 		return sectionBytes{}, fmt.Errorf("section %s: bad zlib header", s.Name)
 	}
 	out := make([]byte, size)
+	cached := slot.load(out)
+	if cached == len(out) {
+		return sectionBytes{data: out}, nil
+	}
 	zr := flate.NewReader(bytes.NewReader(raw[hdr+2:]))
 	if lazy && size >= lazySectionMin {
-		return sectionBytes{data: out, lazy: &lazySection{buf: out, zr: zr}}, nil
+		return sectionBytes{data: out, lazy: &lazySection{buf: out, zr: zr,
+			avail: cached, skip: cached, slot: slot, saved: cached}}, nil
 	}
 	if _, err := io.ReadFull(zr, out); err != nil {
 		return sectionBytes{}, fmt.Errorf("inflate section %s: %w", s.Name, err)
 	}
+	slot.save(out, len(out))
 	return sectionBytes{data: out}, nil
 }
 

@@ -139,7 +139,7 @@ func LoadBinary(r io.ReaderAt, opts LoadOptions) (b *Binary, err error) {
 	if err := b.readSymbols(f, lr, dbg, gt); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
 	}
-	b.readLines(f, lr, dbg, gt)
+	b.readLines(f, lr, dbg, gt, newSectionCache(opts.CacheDir, DefaultSectionCacheBytes))
 	return b, nil
 }
 

@@ -28,7 +28,7 @@ func BenchmarkGoLines(b *testing.B) {
 		name string
 		load func(f *elf.File, lr *limitedReaderAt) lineSource
 	}{
-		{"dwarf", func(f *elf.File, lr *limitedReaderAt) lineSource { return newDWARFLines(loadDWARF(f, lr)) }},
+		{"dwarf", func(f *elf.File, lr *limitedReaderAt) lineSource { return newDWARFLines(loadDWARF(f, lr, nil)) }},
 		{"pclntab", func(f *elf.File, lr *limitedReaderAt) lineSource {
 			return newGoInlineLines(f, lr, &goTable{f: f, lr: lr})
 		}},

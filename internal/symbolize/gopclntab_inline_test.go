@@ -69,7 +69,7 @@ func goSources(t testing.TB, path string, withDWARF bool) (*goInlineLines, *dwar
 	if !withDWARF {
 		return g, nil
 	}
-	d := loadDWARF(f, lr)
+	d := loadDWARF(f, lr, nil)
 	if d == nil {
 		t.Fatalf("%s has no DWARF", path)
 	}

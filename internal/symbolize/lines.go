@@ -60,6 +60,19 @@ func (b *Binary) Preload(elfAddrs []uint64) {
 	}
 }
 
+// SaveCache writes what was inflated on demand of the binary's
+// compressed DWARF sections (.debug_info, .debug_abbrev, .debug_line) to
+// the section cache of LoadOptions.CacheDir, where it has grown since
+// loaded; it does nothing without a cache. Failures are ignored (the
+// cache is an optimization). Safe for concurrent use.
+func (b *Binary) SaveCache() {
+	if x, ok := b.lines.(*dwarfLines); ok && x.d != nil {
+		x.d.infoZ.save()
+		x.d.abbrevZ.save()
+		x.d.lineZ.save()
+	}
+}
+
 // readLines sets b.lines. A Go binary whose .gopclntab the inline
 // decoder reads (newGoInlineLines: Go 1.20+ table, moduledata found)
 // gets its lines, inlined frames included, from .gopclntab: that is as
@@ -68,7 +81,7 @@ func (b *Binary) Preload(elfAddrs []uint64) {
 // in cmd/gprofile). Other binaries get them from the DWARF of f, else from
 // that of the separate debug file dbg (then setting b.debugFile), else
 // from f's .gopclntab (gt) without inlining.
-func (b *Binary) readLines(f *elf.File, lr *limitedReaderAt, dbg *debugFile, gt *goTable) {
+func (b *Binary) readLines(f *elf.File, lr *limitedReaderAt, dbg *debugFile, gt *goTable, cache *sectionCache) {
 	if f.Section(".gopclntab") != nil {
 		if g := newGoInlineLines(f, lr, gt); g != nil {
 			b.lines = g
@@ -76,13 +89,13 @@ func (b *Binary) readLines(f *elf.File, lr *limitedReaderAt, dbg *debugFile, gt 
 		}
 	}
 	if hasDWARF(f) {
-		if d := loadDWARF(f, lr); d != nil {
+		if d := loadDWARF(f, lr, cache); d != nil {
 			b.lines = newDWARFLines(d)
 			return
 		}
 	}
 	if dbg != nil && hasDWARF(dbg.elf) {
-		if d := loadDWARF(dbg.elf, dbg.lr); d != nil {
+		if d := loadDWARF(dbg.elf, dbg.lr, cache); d != nil {
 			b.lines = newDWARFLines(d)
 			b.debugFile = dbg.path
 			return

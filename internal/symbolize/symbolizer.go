@@ -39,6 +39,12 @@ type Options struct {
 	// empty, non-nil slice searches none. A binary's .gnu_debuglink file
 	// is also looked for next to it, in the process's mount namespace.
 	DebugDirs []string
+	// CacheDir, when not "", keeps the inflated bytes of binaries'
+	// compressed DWARF sections there, by build ID (LoadOptions.CacheDir),
+	// so that the next run reads them instead of inflating them again;
+	// Close writes what this run inflated. cmd/gprofile passes
+	// $XDG_CACHE_HOME/gprofile (or ~/.cache/gprofile).
+	CacheDir string
 }
 
 // Symbolizer names the addresses of sampled stacks, kernel and user. It
@@ -62,6 +68,7 @@ type Symbolizer struct {
 	mu        sync.Mutex // held by Stack except while it reads a binary
 	procRoot  string
 	debugDirs []string
+	cacheDir  string
 	kernel    *kernelSymbolizer
 	procs     map[uint32]*process
 	bins      map[binKey]*binEntry
@@ -128,6 +135,7 @@ func New(opts Options) (*Symbolizer, error) {
 	return &Symbolizer{
 		procRoot:  opts.ProcRoot,
 		debugDirs: opts.DebugDirs,
+		cacheDir:  opts.CacheDir,
 		kernel:    newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
 		procs:     make(map[uint32]*process),
 		bins:      make(map[binKey]*binEntry),
@@ -314,7 +322,8 @@ func (s *Symbolizer) Forget(pid uint32) {
 // Close cancels the debuginfod downloads under way or queued and waits
 // for them to end (a few ms), drops every cache and closes the binaries
 // held open (those opened when a process was first seen, not read yet),
-// and closes the KernelLookup (waiting for the kernel symbols' background
+// writes to the section cache (Options.CacheDir) what the binaries
+// inflated of their DWARF, and closes the KernelLookup (waiting for the kernel symbols' background
 // open or load to end): its error is the only one Close returns. It is
 // idempotent. The Symbolizer must not be used
 // after Close, except to Close again.
@@ -324,6 +333,9 @@ func (s *Symbolizer) Close() error {
 	defer s.mu.Unlock()
 	for _, be := range s.bins {
 		s.release(be)
+		if be.bin != nil {
+			be.bin.SaveCache()
+		}
 	}
 	clear(s.procs)
 	clear(s.bins)
