@@ -53,7 +53,7 @@ func collect(ctx context.Context, s *attach.Sampler, sym *symbolize.Symbolizer, 
 	err := s.RunIdle(ctx, func(smp *attach.Sample) {
 		if smp.Flags&attach.FlagProcessExec != 0 {
 			settled.clear()
-			sym.Observe(smp.PID) // its new program, while it lives
+			sym.ObserveExec(smp.PID) // its new program, while it lives
 			return
 		}
 		if smp.Flags&attach.FlagProcessExit == 0 {

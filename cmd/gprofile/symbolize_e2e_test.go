@@ -149,10 +149,12 @@ func symBuild(t *testing.T, tool, name string, args ...string) string {
 	return out
 }
 
-// symStartWorkload starts bin with args and kills it when the test ends.
+// symStartWorkload starts bin with args, in t.TempDir() (node writes
+// isolate-*-v8.log files where it runs), and kills it when the test ends.
 func symStartWorkload(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = t.TempDir()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

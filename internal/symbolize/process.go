@@ -16,15 +16,30 @@ import (
 // An address in no known mapping (after dlopen, or a garbage return
 // address from code without frame pointers) makes the process's maps be
 // read again, unless they were read less than 40 times as long as the
-// last read took ago, bounded by minMapsReread and mapsRereadInterval:
-// re-reads cost at most about 2.5% of a CPU per process, and a library
-// that dlopen just mapped is seen within a few ms. An exec is seen at
-// once (see checkExec).
+// last read (and parse) took ago, bounded by minMapsReread and
+// mapsRereadInterval: re-reads cost at most about 2.5% of a CPU per
+// process, and a library that dlopen just mapped is seen within a few
+// ms. An exec is seen at once (see checkExec).
+//
+// The first earlyRereads re-reads after the maps first show a program
+// (first sight, or exec) are not rate-limited: that read comes as soon as
+// the exec is reported, before the dynamic loader has mapped the
+// libraries (a few hundred µs later), and a sample of main has libc
+// below it from the start; a process that lives 300 ms would otherwise
+// have its first 5-100 ms of libc frames unnamed when its samples are
+// symbolized as they arrive. Addresses below minCodeAddr never re-read.
 const (
 	minMapsReread      = 5 * time.Millisecond
 	mapsRereadInterval = 100 * time.Millisecond
 	mapsRereadFactor   = 40
+	earlyRereads       = 4
 )
+
+// minCodeAddr is the lowest address that may hold a mapping (the
+// kernel's vm.mmap_min_addr is at least a page): a return address below
+// it, such as the 0 that ends many stacks, is in no mapping whatever
+// the maps say, and re-reading them for it would be a waste.
+const minCodeAddr = 4096
 
 // execCheckInterval is the least time between two checks of whether a
 // process has exec'd (a stat of /proc/PID/exe), made when it has a
@@ -42,6 +57,7 @@ type process struct {
 	unseen    Reason         // while !seen: ProcessGone, or NoAccess
 	lastRead  time.Time
 	reread    time.Duration // least time from lastRead to the next read
+	early     int           // re-reads left that skip the rate limit (earlyRereads)
 	exe       fileID        // /proc/PID/exe when the maps were last read
 	lastCheck time.Time
 	cache     map[uint64]frameInfo // by lookup address (address-1 for callers)
@@ -93,13 +109,21 @@ func (s *Symbolizer) process(pid uint32) *process {
 // their shared *Mapping); when one went away the address cache is dropped,
 // since its addresses may now mean other code. The files of new mappings
 // are opened at once (see prepare). A failed read keeps the old
-// mappings: a process that exited keeps its names.
+// mappings: a process that exited keeps its names. It sets when the
+// next read may come (see earlyRereads).
 func (s *Symbolizer) readMaps(p *process) bool {
 	p.lastRead = s.now()
 	p.lastCheck = p.lastRead
 	start := time.Now()
+	var took time.Duration // reading and parsing: what a re-read costs
 	defer func() {
-		p.reread = min(max(mapsRereadFactor*time.Since(start), minMapsReread), mapsRereadInterval)
+		if took == 0 {
+			took = time.Since(start)
+		}
+		p.reread = min(max(mapsRereadFactor*took, minMapsReread), mapsRereadInterval)
+		if p.early > 0 {
+			p.reread = 0
+		}
 	}()
 	exe, _ := statID(s.procPath(p.pid, "exe"))
 	f, err := os.Open(s.procPath(p.pid, "maps"))
@@ -108,18 +132,23 @@ func (s *Symbolizer) readMaps(p *process) bool {
 			p.unseen = ReasonNoAccess // another user's process, and we lack CAP_SYS_PTRACE
 		}
 		p.gone = p.seen && !errors.Is(err, fs.ErrPermission)
+		p.early = 0
 		return false
 	}
 	entries, err := ParseMaps(f)
 	f.Close()
+	took = time.Since(start) // opening new files (prepareAll) is paid once
 	var syntax *MapsSyntaxError
 	if err != nil && !errors.As(err, &syntax) {
+		p.early = 0
 		return false
 	}
 	if len(entries) == 0 && p.seen {
 		p.gone = true // a zombie, or a process that exited while we read
+		p.early = 0
 		return false
 	}
+	newImage := len(p.maps) == 0 || exe != p.exe && exe != (fileID{})
 	p.exe = exe
 	old := make(map[MapsEntry]*procMapping, len(p.maps))
 	for _, m := range p.maps {
@@ -149,6 +178,12 @@ func (s *Symbolizer) readMaps(p *process) bool {
 		clear(p.cache)
 	}
 	slices.SortFunc(data, func(a, b addrSpan) int { return cmp.Compare(a.start, b.start) })
+	switch {
+	case newImage && len(maps) > 0:
+		p.early = earlyRereads // the loader is about to map the libraries
+	case p.early > 0:
+		p.early--
+	}
 	p.maps, p.data, p.seen, p.gone = maps, data, true, false
 	return true
 }
@@ -229,7 +264,7 @@ func (s *Symbolizer) resolveUser(p *process, addr uint64) frameInfo {
 		return fi
 	}
 	m := p.find(addr)
-	if m == nil {
+	if m == nil && addr >= minCodeAddr {
 		reread := false
 		if s.now().Sub(p.lastRead) >= p.reread {
 			reread = s.readMaps(p)

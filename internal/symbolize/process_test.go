@@ -214,3 +214,105 @@ func TestStackBadELFKeepsBuildID(t *testing.T) {
 		t.Errorf("mapping %+v; want build ID %s and offset %#x", m, gnuBuildID(t, orig), e.Offset)
 	}
 }
+
+// TestStackRereadsMapsAfterLoader: the maps read when a process is first
+// seen (or has exec'd) hold the program and the dynamic loader, not yet
+// the libraries that the loader maps a few hundred µs later. The first
+// addresses in them re-read the maps at once, from Stack as from
+// ObserveStack, however recent the last read: a short-lived process
+// whose samples are symbolized as they come in gets its libraries named.
+// After earlyRereads re-reads the usual rate limit applies again, and an
+// address in the first page (a stack's end) never re-reads.
+func TestStackRereadsMapsAfterLoader(t *testing.T) {
+	prog := buildProg(t, true)
+	lib := buildInline(t)
+	const pid, base, libBase = 90, 0x555555554000, 0x7f0000000000
+	progText := textMapping(t, prog, base)
+	libText := textMapping(t, lib, libBase)
+	fp := newFakeProc(t)
+	fp.setMaps(pid, progText) // at exec: the loader has not run yet
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now } // no time passes
+	s.Observe(pid)
+	p := s.procs[pid]
+
+	leaf := base + elfSymbol(t, prog, "leaf").Value
+	plain := libBase + elfSymbol(t, lib, "plain").Value
+	fp.setMaps(pid, progText, libText) // the loader mapped the library
+	st := s.Stack(pid, nil, []uint64{leaf, plain + 1, 0})
+	checkFrames(t, st.Frames, []wantFrame{{"leaf", ReasonNone, prog}, {"plain", ReasonNone, lib}, {"", ReasonNoMapping, "-"}})
+
+	// ObserveStack too, for the next library.
+	lib2Base := uint64(0x7f1000000000)
+	lib2Text := textMapping(t, lib, lib2Base)
+	fp.setMaps(pid, progText, libText, lib2Text)
+	if s.ObserveStack(pid, []uint64{leaf, lib2Base + elfSymbol(t, lib, "plain").Value + 1}) {
+		t.Errorf("ObserveStack called settled a stack with an IP in no mapping")
+	}
+	if p.find(lib2Base+elfSymbol(t, lib, "plain").Value) == nil {
+		t.Fatalf("ObserveStack did not re-read the maps at once after the first read")
+	}
+
+	// An address in the first page reads nothing, whatever the budget.
+	read := p.lastRead
+	now = now.Add(time.Microsecond)
+	s.Stack(pid, nil, []uint64{leaf, 0x10})
+	if !p.lastRead.Equal(read) {
+		t.Errorf("an address in the first page re-read the maps")
+	}
+
+	// Junk addresses use up the early re-reads; then the rate limit holds.
+	for i := 0; i < earlyRereads+2; i++ {
+		now = now.Add(time.Microsecond)
+		s.Stack(pid, nil, []uint64{0x7e0000000000 + uint64(i)*0x1000})
+	}
+	read = p.lastRead
+	now = now.Add(time.Microsecond)
+	s.Stack(pid, nil, []uint64{0x7e0000100000})
+	if !p.lastRead.Equal(read) {
+		t.Errorf("maps re-read %v after the last read, with the early re-reads used up", now.Sub(read))
+	}
+	now = now.Add(mapsRereadInterval)
+	s.Stack(pid, nil, []uint64{0x7e0000200000})
+	if p.lastRead.Equal(read) {
+		t.Errorf("maps not re-read %v after the last read", now.Sub(read))
+	}
+}
+
+// TestObserveExec: an exec record makes ObserveExec read the new
+// program's maps at once, even when a sample of the old program was
+// checked an instant before (Observe would wait execCheckInterval); on
+// first sight it reads them as Observe does.
+func TestObserveExec(t *testing.T) {
+	sh := buildProg(t, true)
+	child := buildInline(t)
+	const pid = 71
+	fp := newFakeProc(t)
+	fp.setMaps(pid, textMapping(t, sh, 0x555555554000))
+	exe := filepath.Join(fp.root, fmt.Sprint(pid), "exe")
+	if err := os.Symlink(sh, exe); err != nil {
+		t.Fatal(err)
+	}
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	s.ObserveExec(pid) // first sight
+	p := s.procs[pid]
+	if p == nil || !p.seen || len(p.maps) != 1 {
+		t.Fatalf("first ObserveExec: process %+v, want its maps read", p)
+	}
+	childText := textMapping(t, child, 0x565656560000)
+	fp.setMaps(pid, childText)
+	os.Remove(exe)
+	os.Symlink(child, exe)
+	now = now.Add(time.Microsecond) // well within execCheckInterval
+	s.Observe(pid)
+	if p.find(childText.Start) != nil {
+		t.Fatal("Observe read the maps within execCheckInterval; the test needs it not to")
+	}
+	s.ObserveExec(pid)
+	if p.find(childText.Start) == nil {
+		t.Errorf("ObserveExec did not read the exec'd program's maps")
+	}
+}

@@ -256,6 +256,21 @@ func (s *Symbolizer) Observe(pid uint32) {
 	s.ObserveStack(pid, nil)
 }
 
+// ObserveExec is Observe for a process known to have just exec'd (an
+// exec record): its maps are read now, on first sight or because
+// /proc/PID/exe changed, without Observe's 10 ms between exec checks (a
+// check made just before the exec, on a sample of the old program, must
+// not hide the new one).
+func (s *Symbolizer) ObserveExec(pid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.procs[pid]; ok {
+		s.checkExec(p, true)
+		return
+	}
+	s.process(pid)
+}
+
 // observeIPs is how many user IPs, from the leaf, ObserveStack checks
 // against the known mappings.
 const observeIPs = 16
@@ -267,7 +282,7 @@ const observeIPs = 16
 // (rate-limited per process, as Stack does: 5-100 ms apart), while the
 // process likely still runs, rather than when Stack gets to the sample.
 // It stops at the first IP in a mapping that is not executable (stack,
-// heap: frame-pointer junk from there on). It costs a map lookup and a
+// heap: frame-pointer junk from there on), and at one below minCodeAddr. It costs a map lookup and a
 // binary search per IP when there is nothing to do. It reports settled
 // when every IP it checked lies in a known mapping (or, from the first
 // that does not, in a mapping of data): then the same stack of the same
@@ -286,6 +301,9 @@ func (s *Symbolizer) ObserveStack(pid uint32, userIPs []uint64) (settled bool) {
 	}
 	for i, ip := range userIPs[:min(len(userIPs), observeIPs)] {
 		addr := lookupAddr(i, ip)
+		if addr < minCodeAddr {
+			return true // the 0 that ends many stacks: no mapping can hold it
+		}
 		if p.find(addr) != nil {
 			continue
 		}

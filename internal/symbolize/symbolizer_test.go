@@ -355,6 +355,11 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	if !p.lastRead.Equal(read) {
 		t.Errorf("ObserveStack re-read the maps of a sample it could name")
 	}
+	// A stack that ends in 0 (or anything in the first page) is settled
+	// by it, and reads nothing.
+	if !s.ObserveStack(pid, []uint64{addr, addr, 0}) || !p.lastRead.Equal(read) {
+		t.Errorf("a stack that ends in 0: not settled, or the maps re-read")
+	}
 	// An IP in no mapping makes it read them, and is not settled.
 	if s.ObserveStack(pid, []uint64{addr, 0x7f0000001000}) {
 		t.Errorf("ObserveStack called settled a stack with an IP in no mapping")
