@@ -5,13 +5,13 @@
 // callchain with bpf_get_stack and sends one variable-length record through
 // a BPF ring buffer (only the used part of each stack). A tracepoint on
 // task_newtask adds the children of target processes to the target map,
-// so `-p PID` follows forks the way `perf record -p` does; tracepoints on
-// sched_process_exec and sched_process_exit start targets at their exec
-// and report execs and exits.
+// so `-p PID` follows forks the way `perf record -p` does; raw tracepoints
+// on sched_process_exec and sched_process_exit start targets at their
+// exec and report execs and exits.
 //
 // Built with bpf2go (see internal/attach/gen.go); needs no vmlinux.h and
-// no kernel BTF: the programs are classic tracepoint programs that read
-// the current task through helpers, and the one tracepoint record they
+// no kernel BTF: the programs are classic and raw tracepoint programs that
+// read the current task through helpers, and the one tracepoint record they
 // read (task_newtask) is declared below from its format file, whose
 // offsets internal/attach checks before attaching.
 
@@ -302,8 +302,10 @@ static __always_inline void send_event(__u32 tgid, __u32 flag, __u64 wakeup)
 // program is loaded (as perf's enable_on_exec does); with report_exits it
 // also tells the reader at once (waking it), so that a process that lives
 // a few milliseconds is seen alive, its new maps read. The exec'ing task
-// is current (by now its thread group's leader).
-SEC("tracepoint/sched/sched_process_exec")
+// is current (by now its thread group's leader). A raw tracepoint: it
+// reads no argument, and detaching it costs no RCU grace period (closing
+// a classic tracepoint's perf event waits for one, 20-50 ms).
+SEC("raw_tracepoint/sched_process_exec")
 int start_at_exec(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -318,8 +320,8 @@ int start_at_exec(void *ctx)
 // report_exit tells the reader that a process (thread group) ended, so
 // that it can drop what it caches about it once its last samples are in.
 // It runs for every exiting thread (current); the leader stands for the
-// process.
-SEC("tracepoint/sched/sched_process_exit")
+// process. A raw tracepoint, as start_at_exec.
+SEC("raw_tracepoint/sched_process_exit")
 int report_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();

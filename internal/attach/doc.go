@@ -7,12 +7,15 @@
 // the program writes one record per sample into. Sample hands every record
 // to the caller, decoded with fixed offsets, without copying the stacks.
 //
-// With target processes or Config.ReportExits it also attaches classic
-// tracepoint programs (task_newtask to follow forks of targets,
-// sched_process_exec and sched_process_exit to start targets at exec and
-// report execs and exits), through tracefs (/sys/kernel/tracing or
+// With target processes or Config.ReportExits it also attaches raw
+// tracepoint programs on sched_process_exec and sched_process_exit (to
+// start targets at exec and report execs and exits), and with target
+// processes a classic tracepoint program on task_newtask (to follow
+// forks of targets), through tracefs (/sys/kernel/tracing or
 // /sys/kernel/debug/tracing), whose format file gives the layout of the
-// task_newtask record they read. The sampler needs no kernel BTF.
+// task_newtask record it reads. The sampler needs no kernel BTF. Closing
+// a classic tracepoint's perf event waits for an RCU grace period (20-50
+// ms), which is why exec and exit use raw tracepoints.
 //
 // It also loads two BPF objects that name kernel addresses:
 // bpf/ksymlookup.bpf.c (OpenKernelSymbolLookup), syscall programs that

@@ -55,7 +55,7 @@ func TestCheckFields(t *testing.T) {
 
 // TestProfileNeedsNoKernelBTF checks that loading the sampler's BPF
 // object cannot make cilium/ebpf decode kernel BTF (25-30 ms of CPU):
-// it has only perf_event and classic tracepoint programs (no tp_btf,
+// it has only perf_event, classic and raw tracepoint programs (no tp_btf,
 // fentry or iterator, which resolve their target in kernel BTF), and no
 // CO-RE relocation or kfunc call.
 func TestProfileNeedsNoKernelBTF(t *testing.T) {
@@ -65,11 +65,11 @@ func TestProfileNeedsNoKernelBTF(t *testing.T) {
 	}
 	want := map[string]string{
 		"profile": "", "profile_tp": "",
-		"follow_fork": "task/task_newtask", "start_at_exec": "sched/sched_process_exec",
-		"report_exit": "sched/sched_process_exit",
+		"follow_fork": "task/task_newtask", "start_at_exec": "sched_process_exec",
+		"report_exit": "sched_process_exit",
 	}
 	for name, p := range spec.Programs {
-		if p.Type != ebpf.PerfEvent && p.Type != ebpf.TracePoint {
+		if p.Type != ebpf.PerfEvent && p.Type != ebpf.TracePoint && p.Type != ebpf.RawTracepoint {
 			t.Errorf("program %s is a %s program", name, p.Type)
 		}
 		if to, ok := want[name]; !ok || p.AttachTo != to {

@@ -15,8 +15,10 @@ import (
 // pids, task_newtask adds the processes targets fork to the map and
 // sched_process_exec turns on a target waiting for its exec; with
 // ReportExits, sched_process_exec and sched_process_exit report execs and
-// ended processes. They are classic tracepoint programs: neither loading
-// nor attaching them needs kernel BTF. What cannot be loaded or attached
+// ended processes. They are raw tracepoint programs (exec, exit: they
+// read only the current task) and a classic one (task_newtask, whose
+// record gives the child's pid): neither loading nor attaching them needs
+// kernel BTF. What cannot be loaded or attached
 // gets a note saying what does not work; only AtExec makes a missing
 // sched_process_exec an error.
 func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
@@ -71,16 +73,24 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 	return nil
 }
 
-// attachTracepoint attaches p to a tracepoint, "group/name" as in its
-// section name (tracepoint/sched/sched_process_exit).
+// attachTracepoint attaches p to a tracepoint: a raw tracepoint program
+// to the tracepoint named tp (raw_tracepoint/sched_process_exit), a
+// classic one to "group/name" as in its section name
+// (tracepoint/task/task_newtask).
 func (s *Sampler) attachTracepoint(p *ebpf.Program, tp string) error {
-	group, name, _ := strings.Cut(tp, "/")
-	l, err := link.Tracepoint(group, name, p, nil)
+	var l link.Link
+	var err error
+	if p.Type() == ebpf.RawTracepoint {
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: p})
+	} else {
+		group, name, _ := strings.Cut(tp, "/")
+		l, err = link.Tracepoint(group, name, p, nil)
+	}
 	if err != nil {
 		return permissionError("attach tracepoint "+tp, err)
 	}
 	s.links = append(s.links, l)
-	s.verbosef("BPF: attached %s to tracepoint/%s\n", p, tp)
+	s.verbosef("BPF: attached %s to %s %s\n", p, p.Type(), tp)
 	return nil
 }
 
