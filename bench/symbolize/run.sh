@@ -109,6 +109,10 @@ kallsyms_section() {
 	read -r _ _ _ _ _ _ _ _ _ _ _ _ ts its <<< "$(tail -1 "$rounds")"
 	echo "## Kernel symbols: /proc/kallsyms ($(wc -l < /proc/kallsyms) lines) and the BPF kallsyms iterator"
 	echo
+	echo "Since Linux 5.16 gprofile lists neither: it names kernel addresses on demand with a BPF"
+	echo "syscall program (attach.OpenKernelSymbolLookup, 2 ms to load, about 1.2 µs an address:"
+	echo "\`go test -bench KernelSymbolLookup ./internal/attach\`). The listings below are its fallback."
+	echo
 	echo "\`symbench kallsyms -n 10\`, run in rounds that rotate the new LoadKallsyms (one goroutine reads"
 	echo "64 KiB chunks while the caller parses each as it arrives), the old one (read all, then parse; $KALLSYMS_OLD)"
 	echo "and \`symbench kallsyms -n 10 -source iter\` (attach.OpenKallsymsIter + ParseKallsymsIter, parsed as it is read),"

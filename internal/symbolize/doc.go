@@ -3,7 +3,7 @@
 // Kernel addresses are named from kallsyms (its text symbols, modules
 // and BPF programs): on demand, a batch of new addresses per stack, by a
 // KernelLookup when the caller gives one (Options.KernelLookup; the
-// kernel's own kallsyms_lookup through a BPF program, about 2 µs per
+// kernel's own kallsyms_lookup through a BPF program, about 1.2 µs per
 // address); else from a listing read on one goroutine and parsed on
 // another as it comes (about 35 bytes of heap per symbol): the binary
 // records of a BPF kallsyms iterator when the caller gives one
