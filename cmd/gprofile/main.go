@@ -14,16 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 )
-
-// gcPercent is the GOGC gprofile runs with unless GOGC is set. 200
-// rather than Go's 100 (or the 50 gprofile had while its start-up built
-// large tables): a 3 s run at 999 Hz on 2 CPUs takes 17 µs of CPU per
-// sample instead of 21 (at 4999 Hz 5.3 instead of 6.5), and the 60 s
-// run at 999 Hz peaks at 38 MB of RSS instead of 33 (15:20 UTC
-// 2026-11-22, 3 and 2 runs each, bench/workload.c).
-const gcPercent = 200
 
 func main() {
 	if os.Getenv(childEnv) == "1" {
@@ -32,11 +23,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "view" {
 		viewMain(os.Args[2:])
 	}
-	if os.Getenv("GOGC") == "" {
-		// Start-up allocates in bursts (binaries, DWARF, maps) from a
-		// small heap, which at Go's default collects every few MB.
-		debug.SetGCPercent(gcPercent)
-	}
+	startGCTuning() // until gprofile exits
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, errHelp) {
 		os.Exit(0)
