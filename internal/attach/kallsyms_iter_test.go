@@ -178,17 +178,10 @@ func TestKallsymsIterKptrRestrict(t *testing.T) {
 // descriptor behind, read to its end or not.
 func TestKallsymsIterCloses(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	countFDs := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents)
-	}
 	release := HoldKernelBTF() // decode BTF once for the loop
 	defer release()
 	runtime.GC()
-	before := countFDs()
+	before := countFDs(t)
 	for i := range 5 {
 		r, err := OpenKallsymsIter()
 		if err != nil {
@@ -203,7 +196,7 @@ func TestKallsymsIterCloses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if after := countFDs(); after != before { // closed, not left to finalizers
+	if after := countFDs(t); after != before { // closed, not left to finalizers
 		t.Errorf("%d open fds before, %d after 5 iterators opened and closed", before, after)
 	}
 }

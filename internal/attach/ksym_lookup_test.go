@@ -123,14 +123,7 @@ func TestKernelSymbolLookup(t *testing.T) {
 // fd count where it was, and Close is idempotent.
 func TestKernelSymbolLookupLeaks(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	fds := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents)
-	}
-	before := fds()
+	before := countFDs(t)
 	for range 20 {
 		l, err := OpenKernelSymbolLookup()
 		if err != nil {
@@ -147,7 +140,7 @@ func TestKernelSymbolLookupLeaks(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 	}
-	if after := fds(); after != before {
+	if after := countFDs(t); after != before {
 		t.Errorf("%d fds open after 20 opens and closes, %d before", after, before)
 	}
 }
@@ -194,4 +187,15 @@ func BenchmarkKernelSymbolLookup(b *testing.B) {
 	if texts[1] == "" || texts[1][0] == '0' {
 		b.Fatal(fmt.Sprintf("text %q", texts[1]))
 	}
+}
+
+// countFDs returns how many file descriptors this process has open
+// (/proc/self/fd).
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

@@ -90,14 +90,7 @@ func TestSectionCacheTrim(t *testing.T) {
 // cache holds a whole section, it is not inflated at all. A corrupt
 // cache file is ignored.
 func TestDWARFSectionCache(t *testing.T) {
-	bin, f, ref := buildManyUnits(t)
-	oldMin, oldStep := lazySectionMin, lazyInflateStep
-	lazySectionMin, lazyInflateStep = 0, 512
-	defer func() { lazySectionMin, lazyInflateStep = oldMin, oldStep }()
-	raw, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, raw, f, ref := lazyManyUnits(t)
 	cache := newSectionCache(t.TempDir(), DefaultSectionCacheBytes)
 	load := func() *dwarfData {
 		ef, lr, err := openELF(bytes.NewReader(raw))

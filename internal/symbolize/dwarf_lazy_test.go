@@ -77,17 +77,7 @@ func TestLazySectionPrefix(t *testing.T) {
 // the first unit inflates only the start of .debug_info, and that an
 // address no unit holds completes the index.
 func TestLazyDWARFMatchesWhole(t *testing.T) {
-	bin, f, ref := buildManyUnits(t)
-
-	// Inflate on demand whatever the size, in steps of 512 bytes: the
-	// program's .debug_info is tens of KiB.
-	oldMin, oldStep := lazySectionMin, lazyInflateStep
-	lazySectionMin, lazyInflateStep = 0, 512
-	defer func() { lazySectionMin, lazyInflateStep = oldMin, oldStep }()
-	raw, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, raw, f, ref := lazyManyUnits(t)
 	load := func() *dwarfData {
 		ef, lr, err := openELF(bytes.NewReader(raw))
 		if err != nil {
@@ -154,6 +144,22 @@ func checkAllLines(t *testing.T, f *elf.File, ref, x lineSource) {
 	if checked < 240 {
 		t.Fatalf("checked %d addresses; the program has 240 functions", checked)
 	}
+}
+
+// lazyManyUnits is buildManyUnits, with its bytes, for tests of inflating
+// on demand: until the test ends, every compressed section is inflated
+// on demand whatever its size, in steps of 512 bytes (the program's
+// .debug_info is tens of KiB).
+func lazyManyUnits(t *testing.T) (bin string, raw []byte, f *elf.File, ref lineSource) {
+	bin, f, ref = buildManyUnits(t)
+	oldMin, oldStep := lazySectionMin, lazyInflateStep
+	lazySectionMin, lazyInflateStep = 0, 512
+	t.Cleanup(func() { lazySectionMin, lazyInflateStep = oldMin, oldStep })
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, raw, f, ref
 }
 
 // buildManyUnits builds a C program of 40 compilation units, each with
