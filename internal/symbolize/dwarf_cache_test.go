@@ -2,8 +2,10 @@ package symbolize
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -92,11 +94,14 @@ func TestSectionCacheTrim(t *testing.T) {
 func TestDWARFSectionCache(t *testing.T) {
 	bin, raw, f, ref := lazyManyUnits(t)
 	cache := newSectionCache(t.TempDir(), DefaultSectionCacheBytes)
+	var read atomic.Int64 // bytes the last load read from the file
 	load := func() *dwarfData {
-		ef, lr, err := openELF(bytes.NewReader(raw))
+		r := &countingReaderAt{r: bytes.NewReader(raw), n: &read}
+		ef, lr, err := openELF(r)
 		if err != nil {
 			t.Fatal(err)
 		}
+		read.Store(0)
 		d := loadDWARF(ef, lr, cache)
 		if d == nil {
 			t.Fatal("loadDWARF: nil")
@@ -138,9 +143,15 @@ func TestDWARFSectionCache(t *testing.T) {
 		t.Fatalf("after every lookup: %d bytes cached, want all %d", got, len(d.info))
 	}
 
+	readBefore := read.Load()
 	d = load()
 	if d.infoZ != nil {
 		t.Errorf("third load: .debug_info still inflated on demand (%d bytes valid), want it whole from the cache", d.infoZ.avail)
+	}
+	// Its compressed bytes are not even read.
+	if saved := readBefore - read.Load(); saved < int64(f.Section(".debug_info").FileSize)-26 {
+		t.Errorf("third load read %d bytes of the file, the second %d: want .debug_info's %d compressed bytes left unread",
+			read.Load(), readBefore, f.Section(".debug_info").FileSize)
 	}
 	checkAllLines(t, f, ref, newDWARFLines(d))
 
@@ -161,4 +172,16 @@ func saveAll(d *dwarfData) {
 	d.infoZ.save()
 	d.abbrevZ.save()
 	d.lineZ.save()
+}
+
+// countingReaderAt counts the bytes read through it into n.
+type countingReaderAt struct {
+	r io.ReaderAt
+	n *atomic.Int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	got, err := c.r.ReadAt(p, off)
+	c.n.Add(int64(got))
+	return got, err
 }

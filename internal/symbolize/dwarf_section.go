@@ -148,21 +148,31 @@ func dwarfSectionData(lr *limitedReaderAt, f *elf.File, s *elf.Section, max uint
 	if !compressed && s.Name[1] == 'z' { // .zdebug_*
 		return whole(sectionData(lr, s, max))
 	}
-	raw := make([]byte, s.FileSize)
-	if n, err := lr.ReadAt(raw, int64(s.Offset)); n < len(raw) {
-		return sectionBytes{}, fmt.Errorf("read section %s: %w", s.Name, err)
+	read := func(n uint64) ([]byte, error) {
+		b := make([]byte, n)
+		if got, err := lr.ReadAt(b, int64(s.Offset)); got < len(b) {
+			return nil, fmt.Errorf("read section %s: %w", s.Name, err)
+		}
+		return b, nil
 	}
 	if !compressed {
-		return sectionBytes{data: raw}, nil
+		raw, err := read(s.FileSize)
+		return sectionBytes{data: raw}, err
 	}
-	typ, size, hdr := compressionHeader(f, raw)
-	if typ != elfCompressZlib || len(raw) < hdr+2 {
+	// The compression header and the zlib header first: a section the
+	// cache holds whole needs nothing more from the file.
+	head, err := read(min(s.FileSize, 24+2))
+	if err != nil {
+		return sectionBytes{}, err
+	}
+	typ, size, hdr := compressionHeader(f, head)
+	if typ != elfCompressZlib || len(head) < hdr+2 {
 		return whole(sectionData(lr, s, max))
 	}
 	if size > max {
 		return sectionBytes{}, fmt.Errorf("section %s: %d bytes, over the cap of %d", s.Name, size, max)
 	}
-	cmf, flg := raw[hdr], raw[hdr+1]
+	cmf, flg := head[hdr], head[hdr+1]
 	if cmf&0x0f != 8 || (uint16(cmf)<<8|uint16(flg))%31 != 0 || flg&0x20 != 0 {
 		return sectionBytes{}, fmt.Errorf("section %s: bad zlib header", s.Name)
 	}
@@ -170,6 +180,10 @@ func dwarfSectionData(lr *limitedReaderAt, f *elf.File, s *elf.Section, max uint
 	cached := slot.load(out)
 	if cached == len(out) {
 		return sectionBytes{data: out}, nil
+	}
+	raw, err := read(s.FileSize)
+	if err != nil {
+		return sectionBytes{}, err
 	}
 	zr := flate.NewReader(bytes.NewReader(raw[hdr+2:]))
 	if lazy && size >= lazySectionMin {
