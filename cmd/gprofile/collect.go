@@ -36,7 +36,8 @@ type collector struct {
 	cgroups *attach.CgroupNames               // names cgroups (cgroup label), or nil
 	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
 	samples uint64
-	err     error // first error of the stream writer
+	frames  symbolize.Stats // Frames: the frames of the stacks kept, junk cut, by Reason
+	err     error           // first error of the stream writer
 }
 
 // rawHash is a 128-bit hash of a raw stack (kernel and user IPs): a memo
@@ -163,6 +164,9 @@ func (c *collector) symbolize(s *attach.Sample) stackEntry {
 	pid := s.PID
 	st := c.sym.Stack(pid, s.KernelIPs, s.UserIPs)
 	st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
+	for i := range st.Frames {
+		c.frames.Frames[st.Frames[i].Reason]++
+	}
 	e := stackEntry{id: c.canonical(pid, st), retry: hasNoMapping(st)}
 	if c.stream != nil {
 		e.st = st

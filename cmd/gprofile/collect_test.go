@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -89,5 +90,38 @@ func TestSettledStacks(t *testing.T) {
 	s.clear()
 	if s.has(a) {
 		t.Error("key found after clear")
+	}
+}
+
+// TestCollectorCountsKeptFrames: the unnamed-frame counts of the summary
+// are those of the frames kept, after the junk cut: a stack whose leaf
+// (in anonymous code: no symbol) is followed by two frame-pointer junk
+// addresses in no mapping counts one frame, not three.
+func TestCollectorCountsKeptFrames(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "7"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	maps := "00400000-00401000 r-xp 00000000 00:00 0 \n"
+	if err := os.WriteFile(filepath.Join(root, "7", "maps"), []byte(maps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, err := symbolize.New(symbolize.Options{ProcRoot: root, KallsymsPath: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sym.Close()
+	c := newCollector(sym, nil, nil)
+	c.add(&attach.Sample{PID: 7, TID: 7, TimeNs: 1, Period: 1, Comm: []byte("w"),
+		UserIPs: []uint64{0x400010, 0x7000000, 0x7001000}})
+	var kept uint64
+	for _, n := range c.frames.Frames {
+		kept += n
+	}
+	if kept != 1 || c.frames.Frames[symbolize.ReasonNoMapping] != 0 {
+		t.Errorf("frames counted %v, want the leaf alone (the junk cut)", c.frames.Frames)
+	}
+	if all := sym.Stats(); all.Frames[symbolize.ReasonNoMapping] == 0 {
+		t.Errorf("the symbolizer saw no junk frame (%v): the test does not test the cut", all.Frames)
 	}
 }

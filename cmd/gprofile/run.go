@@ -103,6 +103,10 @@ func run(o *options) (int, error) {
 	// sections, kallsyms) can go before the profile is built, which then
 	// reuses their memory rather than adding to the peak RSS.
 	symStats := sym.Stats()
+	// The unnamed-frame line counts the frames kept, after the junk cut
+	// (frame-pointer walks through code without frame pointers read
+	// stack words as return addresses), not every frame symbolized.
+	symStats.Frames = c.frames.Frames
 	sym.Close()
 	runtime.GC()
 	if err := writeProfile(o, out, bw, c, s, start, elapsed, counters); err != nil {
@@ -344,7 +348,7 @@ func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed
 	}
 	fmt.Fprintf(w, "gprofile: %d samples (%d lost) in %.1f s on %d CPUs (%s) written %s%s\n",
 		c.samples, cn.Lost, elapsed.Seconds(), len(s.CPUs()), s.Event().Name, where, view)
-	if line := st.String(); line != "" { // frames of distinct stacks, each symbolized once
+	if line := st.String(); line != "" { // frames of distinct stacks as kept (junk cut), each counted once
 		fmt.Fprintf(w, "gprofile: %s\n", line)
 	}
 	if st.Frames[symbolize.ReasonNoAccess] > 0 && os.Geteuid() != 0 {
