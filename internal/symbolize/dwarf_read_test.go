@@ -1,13 +1,11 @@
 package symbolize
 
 import (
-	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -16,14 +14,7 @@ import (
 // debug/dwarf read it.
 func loadBoth(t *testing.T, path string) (*dwarfData, *dwarf.Data) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, lr, err := openELF(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, lr := openELFFile(t, path)
 	ours := loadDWARF(f, lr, nil)
 	std, err := f.DWARF()
 	if ours == nil || err != nil {

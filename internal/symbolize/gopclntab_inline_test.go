@@ -1,7 +1,6 @@
 package symbolize
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,14 +56,7 @@ func buildGoWith(t testing.TB, toolchain, dir, name, src string, flags ...string
 // line source.
 func goSources(t testing.TB, path string, withDWARF bool) (*goInlineLines, *dwarfLines) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, lr, err := openELF(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, lr := openELFFile(t, path)
 	g := newGoInlineLines(f, lr, &goTable{f: f, lr: lr})
 	if !withDWARF {
 		return g, nil
@@ -81,14 +73,7 @@ func goSources(t testing.TB, path string, withDWARF bool) (*goInlineLines, *dwar
 // ELF at path, read by debug/gosym, in table order.
 func goFuncEntries(t testing.TB, path string) (names []string, entries, ends []uint64) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, lr, err := openELF(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, lr := openELFFile(t, path)
 	tab := (&goTable{f: f, lr: lr}).get()
 	if tab == nil {
 		t.Fatalf("%s: no .gopclntab", path)

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -95,4 +96,18 @@ func textMapping(t testing.TB, path string, base uint64) MapsEntry {
 func statDevIno(st os.FileInfo) (dev, ino uint64) {
 	s := st.Sys().(*syscall.Stat_t)
 	return uint64(s.Dev), uint64(s.Ino)
+}
+
+// openELFFile reads the ELF at path and opens it as LoadBinary does.
+func openELFFile(t testing.TB, path string) (*elf.File, *limitedReaderAt) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, lr, err := openELF(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, lr
 }
