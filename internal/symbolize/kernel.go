@@ -164,12 +164,11 @@ func (k *kernelSymbolizer) resolve(addr uint64) frameInfo {
 	if fi, ok := k.cache[addr]; ok {
 		return fi
 	}
-	var fi frameInfo
-	if k.lookup != nil {
-		fi = k.lookupOne(addr)
-	} else {
-		fi = k.fromKallsyms(addr)
+	if k.lookup != nil { // Stack's prefetch has named it, unless called alone
+		k.name([]uint64{addr})
+		return k.cache[addr]
 	}
+	fi := k.fromKallsyms(addr)
 	k.cache[addr] = fi
 	return fi
 }

@@ -84,21 +84,20 @@ func (k *kernelSymbolizer) prefetch(ips []uint64) {
 			k.cache[addr] = frameInfo{} // placeholder: dedups within ips
 		}
 	}
-	if len(k.missing) == 0 {
-		return
-	}
-	k.texts = append(k.texts[:0], make([]string, len(k.missing))...)
-	_ = k.lookup.Lookup(k.missing, k.texts) // failed texts are "": no symbol
-	for i, addr := range k.missing {
-		k.cache[addr] = k.fromText(addr, k.texts[i])
-	}
+	k.name(k.missing)
 }
 
-// lookupOne names one address through the KernelLookup.
-func (k *kernelSymbolizer) lookupOne(addr uint64) frameInfo {
-	texts := []string{""}
-	_ = k.lookup.Lookup([]uint64{addr}, texts)
-	return k.fromText(addr, texts[0])
+// name names addrs (lookup addresses) in one KernelLookup call and
+// caches them; a failed call leaves them unnamed (no symbol).
+func (k *kernelSymbolizer) name(addrs []uint64) {
+	if len(addrs) == 0 {
+		return
+	}
+	k.texts = append(k.texts[:0], make([]string, len(addrs))...)
+	_ = k.lookup.Lookup(addrs, k.texts) // failed texts are "": no symbol
+	for i, addr := range addrs {
+		k.cache[addr] = k.fromText(addr, k.texts[i])
+	}
 }
 
 // fromText makes the frameInfo of addr from its "%pS" text.
