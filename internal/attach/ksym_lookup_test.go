@@ -3,7 +3,6 @@ package attach
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -185,7 +184,7 @@ func BenchmarkKernelSymbolLookup(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(addrs)), "ns/address")
 	if texts[1] == "" || texts[1][0] == '0' {
-		b.Fatal(fmt.Sprintf("text %q", texts[1]))
+		b.Fatalf("text %q", texts[1])
 	}
 }
 

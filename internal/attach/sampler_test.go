@@ -3,6 +3,7 @@ package attach
 import (
 	"bytes"
 	"context"
+	"io"
 	"fmt"
 	"os"
 	"os/exec"
@@ -263,5 +264,26 @@ func TestSamplerFollowsForks(t *testing.T) {
 	}
 	if execs[child] != 1 || exits[child] != 1 || exits[parent] != 1 || len(exits) != 2 {
 		t.Errorf("exec records %v, exit records %v; want one exec of the child, one exit each of it and the parent", execs, exits)
+	}
+}
+
+// BenchmarkOpenSampler: the start-up cost of a sampler as gprofile opens
+// it for a whole-system run (exit and exec records on): load the BPF
+// object, create the ring buffer, open and attach the perf events and
+// tracepoints, enable, then close. With -benchtime 10x each op is a cold
+// open, as in a run; compare CPU with `-cpuprofile` or /usr/bin/time.
+func BenchmarkOpenSampler(b *testing.B) {
+	testutil.RequirePrivileges(b)
+	for range b.N {
+		s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, Log: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Enable(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
