@@ -3,8 +3,8 @@ package attach
 import (
 	"bytes"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"

@@ -37,8 +37,8 @@ type kernelSymbolizer struct {
 	image     *Mapping
 	modules   []moduleMapping
 	cache     map[uint64]frameInfo
-	missing   []uint64 // lookupBatch's scratch: addresses not cached yet
-	texts     []string // and their texts
+	missing   []uint64 // prefetch's scratch: addresses not cached yet
+	texts     []string // name's scratch: their texts
 }
 
 // moduleMapping is the shared Mapping of one module.
