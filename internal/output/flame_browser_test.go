@@ -76,12 +76,12 @@ func TestFlameHTMLInChromium(t *testing.T) {
 }
 
 // TestFlameHTMLScreenshot renders the flame graph in headless Chromium
-// and checks that the picture holds a flame graph: many warm pixels. The
-// first draw widens the frames in a d3 transition (375 ms delay), and a
-// screenshot can be taken before it ends (once in the 19 times the test
-// ran on 2026-11-22: 237 warm pixels), so a picture without a flame
-// graph is taken again, up to three times: a page that never draws still
-// fails.
+// and checks that the picture holds a flame graph: many warm pixels.
+// Once in the 19 times the test ran on 2026-11-22 the picture had only
+// 237 warm pixels, though the page draws its first picture at once
+// (d3.timerFlush in flame.html): the cause, likely in headless Chromium's
+// screenshot timing, is not known. A picture without a flame graph is
+// taken again, up to three times; a page that never draws still fails.
 func TestFlameHTMLScreenshot(t *testing.T) {
 	url := writeFlamePage(t)
 	var warm int
