@@ -1,0 +1,103 @@
+package unwind
+
+import "fmt"
+
+// Regs are the user registers of a sample, indexed by DWARF x86-64
+// register number: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp,
+// 8–15 r8–r15, 16 rip (the return address column). Values are addresses
+// or raw register contents.
+type Regs [17]uint64
+
+// DWARF x86-64 register numbers used by the unwinder.
+const (
+	RegRBP = 6
+	RegRSP = 7
+	RegRIP = 16
+)
+
+// IP is the instruction pointer (Regs[16]).
+func (r *Regs) IP() uint64 { return r[RegRIP] }
+
+// SP is the stack pointer (Regs[7]); the stack window starts there.
+func (r *Regs) SP() uint64 { return r[RegRSP] }
+
+// BP is the frame pointer (Regs[6]).
+func (r *Regs) BP() uint64 { return r[RegRBP] }
+
+// ObjectKind says how frames in an object are unwound.
+type ObjectKind uint8
+
+const (
+	// KindELF is an ELF file on disk: its .eh_frame/.debug_frame, else frame pointers.
+	KindELF ObjectKind = iota
+	// KindJIT is code named by a perf map (/tmp/perf-PID.map): frame pointers only.
+	KindJIT
+	// KindVDSO is the vDSO: its CFI is read from this process's own [vdso]
+	// mapping (the same image for every 64-bit process of this kernel)
+	// unless Object.Path names a file holding the image.
+	KindVDSO
+)
+
+// Object is the mapped object that holds a pc of one process.
+type Object struct {
+	// Key identifies the file for the table cache: its build ID (hex)
+	// when it has one, else "dev:inode" or any string unique to the file
+	// content. Objects with equal keys share one table.
+	Key string
+	// Bias is the load bias in bytes: runtime address - ELF virtual
+	// address (0 for a non-PIE executable, the mapping base for most
+	// shared objects).
+	Bias uint64
+	// Path opens the file (e.g. /proc/PID/root/usr/lib/...); read once,
+	// when the table is first built.
+	Path string
+	// Kind says how to unwind the object's frames.
+	Kind ObjectKind
+}
+
+// Process maps a pc of one process to the object that holds it.
+// Object must be cheap (it is called once per frame) and must not retain
+// nor allocate in the steady state.
+type Process interface {
+	Object(pc uint64) (Object, bool)
+}
+
+// Stop says why an unwind ended.
+type Stop uint8
+
+const (
+	// StopComplete: the outermost frame was reached (its return address
+	// rule is DW_CFA_undefined, as in _start and clone3/start_thread, or a
+	// return address or frame pointer of 0 ended the chain). The stack is whole.
+	StopComplete Stop = iota
+	// StopWindow: a read fell above the end of the copied stack window;
+	// the stack goes on beyond what was copied.
+	StopWindow
+	// StopNoObject: no mapped object holds the pc.
+	StopNoObject
+	// StopNoCFI: the object has CFI but none covers the pc, or its
+	// file could not be read.
+	StopNoCFI
+	// StopReadOutside: a rule read below the window start (sp) or wrapped.
+	StopReadOutside
+	// StopDepth: the frame limit (Options.MaxFrames) was reached.
+	StopDepth
+	// StopBadRule: a rule needs a register whose value is not known, an
+	// expression failed, or the new sp did not grow (no progress).
+	StopBadRule
+	// NumStops is the number of Stop values, for arrays of counters.
+	NumStops
+)
+
+var stopNames = [NumStops]string{"complete", "window", "no-object", "no-cfi", "read-outside", "depth", "bad-rule"}
+
+// String names the stop reason in one word ("window"), for counters.
+func (s Stop) String() string {
+	if s < NumStops {
+		return stopNames[s]
+	}
+	return fmt.Sprintf("stop(%d)", uint8(s))
+}
+
+// Truncated reports whether the stack was cut (anything but StopComplete).
+func (s Stop) Truncated() bool { return s != StopComplete }

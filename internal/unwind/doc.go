@@ -1,0 +1,16 @@
+// Package unwind walks user stacks without frame pointers: from the user
+// registers of a sample and a copy of its stack (bytes from sp upward) it
+// recovers the return addresses, frame by frame, with the call frame
+// information (CFI) of each binary: .eh_frame (LSB Core, "Exception Frame"
+// section, https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/ehframechpt.html)
+// and .debug_frame (DWARF 5, §6.4 "Call Frame Information",
+// https://dwarfstd.org/doc/DWARF5.pdf), including the DWARF expressions of
+// glibc's PLT and signal trampoline. Objects without CFI (JIT code from perf
+// maps, binaries built without it) are walked with frame pointers.
+//
+// Tables are built lazily per binary into a compact sorted array (a pc and a
+// 2-byte rule index per row, rules deduplicated), cached by build ID and
+// bounded in bytes. The package reads ELF files and, for the vDSO, this
+// process's own memory; it needs nothing from the kernel at unwind time and
+// knows nothing of how the registers and the stack were captured.
+package unwind

@@ -1,0 +1,170 @@
+package unwind
+
+import (
+	"bytes"
+	"compress/zlib"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// maxSectionBytes bounds a CFI section read from a file (a larger one is
+// hostile or not CFI): 256 MiB.
+const maxSectionBytes = 256 << 20
+
+// NewTable builds the unwind table of an ELF file from its .eh_frame and
+// .debug_frame (compressed or not; .eh_frame rows win where both cover a
+// pc). A file with neither gets a table whose HasCFI is false. Malformed
+// CIEs and FDEs are skipped and counted in Stats; the error is for a file
+// that cannot be read at all.
+func NewTable(f *elf.File) (*Table, error) {
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("not an x86-64 ELF file (%v, %v)", f.Class, f.Machine)
+	}
+	b := newTableBuilder()
+	var text, got uint64
+	if s := f.Section(".text"); s != nil {
+		text = s.Addr
+	}
+	if s := f.Section(".got"); s != nil {
+		got = s.Addr
+	}
+	found := false
+	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+		data, err := sectionData(s)
+		if err != nil {
+			return nil, fmt.Errorf("read .eh_frame: %w", err)
+		}
+		found = true
+		b.addSection(&frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}, 0)
+	}
+	data, err := debugFrame(f)
+	if err != nil {
+		return nil, err
+	}
+	if data != nil {
+		found = true
+		b.addSection(&frameSection{data: data}, 1)
+	}
+	t, err := b.finish()
+	if err != nil {
+		return nil, err
+	}
+	t.noCFI = !found
+	return t, nil
+}
+
+func sectionData(s *elf.Section) ([]byte, error) {
+	if s.Size > maxSectionBytes {
+		return nil, fmt.Errorf("section %s of %d bytes", s.Name, s.Size)
+	}
+	r := io.LimitReader(s.Open(), maxSectionBytes+1)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSectionBytes {
+		return nil, fmt.Errorf("section %s inflates past %d bytes", s.Name, maxSectionBytes)
+	}
+	return data, nil
+}
+
+// debugFrame returns .debug_frame, inflating SHF_COMPRESSED (debug/elf
+// does) or the older .zdebug_frame ("ZLIB", 8-byte big-endian size, zlib).
+func debugFrame(f *elf.File) ([]byte, error) {
+	if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+		data, err := sectionData(s)
+		if err != nil {
+			return nil, fmt.Errorf("read .debug_frame: %w", err)
+		}
+		return data, nil
+	}
+	s := f.Section(".zdebug_frame")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	raw, err := sectionData(s)
+	if err != nil {
+		return nil, fmt.Errorf("read .zdebug_frame: %w", err)
+	}
+	if len(raw) < 12 || string(raw[:4]) != "ZLIB" {
+		return nil, errors.New(".zdebug_frame has no ZLIB header")
+	}
+	size := binary.BigEndian.Uint64(raw[4:12])
+	if size > maxSectionBytes {
+		return nil, fmt.Errorf(".zdebug_frame of %d bytes", size)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))
+	if err != nil {
+		return nil, fmt.Errorf("inflate .zdebug_frame: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, int64(size)))
+	if err != nil {
+		return nil, fmt.Errorf("inflate .zdebug_frame: %w", err)
+	}
+	return data, nil
+}
+
+// debugDirs are where separate debug files are looked up by build ID
+// (/usr/lib/debug/.build-id/ab/cdef….debug), as gdb does.
+var debugDirs = []string{"/usr/lib/debug"}
+
+// loadTable opens path and builds its table. A binary with no CFI of its
+// own gets the .debug_frame of its separate debug file when one is
+// installed (found by build ID under root+/usr/lib/debug).
+func loadTable(path, root string) (*Table, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := NewTable(f)
+	if err != nil || t.HasCFI() {
+		return t, err
+	}
+	id := buildID(f)
+	if len(id) < 2 {
+		return t, nil
+	}
+	h := hex.EncodeToString(id)
+	for _, d := range debugDirs {
+		p := filepath.Join(root, d, ".build-id", h[:2], h[2:]+".debug")
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		df, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		dt, err := NewTable(df)
+		df.Close()
+		if err == nil && dt.HasCFI() {
+			return dt, nil
+		}
+	}
+	return t, nil
+}
+
+// buildID returns the GNU build ID note's bytes, or nil.
+func buildID(f *elf.File) []byte {
+	s := f.Section(".note.gnu.build-id")
+	if s == nil {
+		return nil
+	}
+	data, err := s.Data()
+	if err != nil || len(data) < 16 {
+		return nil
+	}
+	nameSize := binary.LittleEndian.Uint32(data[0:4])
+	descSize := binary.LittleEndian.Uint32(data[4:8])
+	off := 12 + (uint64(nameSize)+3)&^3
+	if off+uint64(descSize) > uint64(len(data)) {
+		return nil
+	}
+	return data[off : off+uint64(descSize)]
+}
