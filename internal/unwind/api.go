@@ -66,10 +66,12 @@ type Process interface {
 type Stop uint8
 
 const (
+	// stopNone (0) is internal: the walk goes on.
+	stopNone Stop = iota
 	// StopComplete: the outermost frame was reached (its return address
 	// rule is DW_CFA_undefined, as in _start and clone3/start_thread, or a
 	// return address or frame pointer of 0 ended the chain). The stack is whole.
-	StopComplete Stop = iota
+	StopComplete
 	// StopWindow: a read fell above the end of the copied stack window;
 	// the stack goes on beyond what was copied.
 	StopWindow
@@ -85,11 +87,12 @@ const (
 	// StopBadRule: a rule needs a register whose value is not known, an
 	// expression failed, or the new sp did not grow (no progress).
 	StopBadRule
-	// NumStops is the number of Stop values, for arrays of counters.
+	// NumStops bounds the Stop values, for arrays of counters indexed
+	// by Stop (index 0 is unused).
 	NumStops
 )
 
-var stopNames = [NumStops]string{"complete", "window", "no-object", "no-cfi", "read-outside", "depth", "bad-rule"}
+var stopNames = [NumStops]string{"none", "complete", "window", "no-object", "no-cfi", "read-outside", "depth", "bad-rule"}
 
 // String names the stop reason in one word ("window"), for counters.
 func (s Stop) String() string {

@@ -92,7 +92,7 @@ func evalExpr(e []byte, regs *frameRegs, mem *memory, initial uint64, push bool)
 				return 0, StopBadRule
 			}
 			v = reg + uint64(r.sleb())
-		case op <= 0x0e || op == 0x10 || op == 0x11: // constants
+		case op == 0x03 || (op >= 0x08 && op <= 0x0e) || op == 0x10 || op == 0x11: // constants
 			var ok bool
 			if v, ok = exprConst(op, &r); !ok {
 				return 0, StopBadRule

@@ -1,0 +1,138 @@
+package unwind
+
+import (
+	"debug/elf"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// stackDump runs the stackdump binary in mode and reads the dump it writes.
+func stackDump(t testing.TB, bin, mode string) *dump {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), mode+".dump")
+	if b, err := exec.Command(bin, mode, out).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, mode, err, b)
+	}
+	return readDump(t, out)
+}
+
+// frame is one unwound frame: its pc, name and whether it is in the test binary.
+type frame struct {
+	pc    uint64
+	name  string
+	inBin bool
+}
+
+func unwindFrames(t *testing.T, u *Unwinder, d *dump, bin string) ([]frame, Stop) {
+	t.Helper()
+	pcs, stop := u.Unwind(nil, d, &d.regs, d.stack)
+	s := &symbolizer{d: d, syms: map[string][]elf.Symbol{}}
+	var out []frame
+	for _, pc := range pcs {
+		o, _ := d.Object(pc)
+		out = append(out, frame{pc: pc, name: s.name(pc), inBin: o.Path == bin})
+	}
+	return out, stop
+}
+
+func framesText(fs []frame) string {
+	var b strings.Builder
+	for i, f := range fs {
+		fmt.Fprintf(&b, "  #%d %#x %s\n", i, f.pc, f.name)
+	}
+	return b.String()
+}
+
+func binNames(fs []frame) []string {
+	var out []string
+	for _, f := range fs {
+		if f.inBin {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// TestUnwindStackDumps unwinds, offline, stacks that testdata/stackdump.c
+// captured in its own hot leaves, built without and with frame pointers,
+// and requires the whole chain from the leaf to _start (or start_thread),
+// in order, ending as complete.
+func TestUnwindStackDumps(t *testing.T) {
+	for _, build := range []struct {
+		name  string
+		flags []string
+	}{
+		{"nofp", []string{"-O2", "-fomit-frame-pointer", "-pthread"}},
+		{"fp", []string{"-O2", "-fno-omit-frame-pointer", "-pthread"}},
+	} {
+		t.Run(build.name, func(t *testing.T) {
+			bin := testutil.BuildC(t, "testdata/stackdump.c", build.flags...)
+			u := New(Options{})
+			for _, tc := range []struct {
+				mode string
+				want []string // the frames in the test binary, leaf first
+			}{
+				{"qsort", []string{"cmp_leaf", "run_qsort", "main", "_start"}},
+				{"signal", []string{"handler_leaf", "handler_mid", "handler", "sig_chain_b", "sig_chain_a", "run_signal", "main", "_start"}},
+				{"recurse", slices.Concat([]string{"deep_leaf"}, repeat("rec", 301), []string{"main", "_start"})},
+				{"thread", []string{"t_leaf", "t_chain", "thread_main"}},
+			} {
+				t.Run(tc.mode, func(t *testing.T) {
+					d := stackDump(t, bin, tc.mode)
+					fs, stop := unwindFrames(t, u, d, bin)
+					if got := binNames(fs); !slices.Equal(got, tc.want) {
+						t.Errorf("frames in the binary: got %v\nwant %v\nall frames:\n%s", got, tc.want, framesText(fs))
+					}
+					if stop != StopComplete {
+						t.Errorf("stopped with %v after %d frames, want complete:\n%s", stop, len(fs), framesText(fs))
+					}
+					checkMode(t, u, d, tc.mode, fs)
+				})
+			}
+		})
+	}
+}
+
+// checkMode checks what each mode has outside the test binary.
+func checkMode(t *testing.T, u *Unwinder, d *dump, mode string, fs []frame) {
+	t.Helper()
+	idx := func(name string) int {
+		return slices.IndexFunc(fs, func(f frame) bool { return f.inBin && f.name == name })
+	}
+	switch mode {
+	case "qsort": // qsort's own frames (libc, no frame pointers) between the comparator and its caller
+		if i, j := idx("cmp_leaf"), idx("run_qsort"); i < 0 || j-i < 2 {
+			t.Errorf("no libc frame between cmp_leaf and run_qsort:\n%s", framesText(fs))
+		}
+	case "signal": // exactly one frame, in a signal frame's FDE (__restore_rt), between handler and the interrupted code
+		i, j := idx("handler"), idx("sig_chain_b")
+		if i < 0 || j != i+2 {
+			t.Fatalf("want one frame between handler and sig_chain_b:\n%s", framesText(fs))
+		}
+		pc := fs[i+1].pc
+		o, _ := d.Object(pc - 1)
+		r, ok := u.Table(o).lookup(pc - 1 - o.Bias)
+		if !ok || r.cfaKind != cfaComplex || !u.Table(o).complex[r.cfaOff].signal {
+			t.Errorf("frame %#x (%s) after the handler is not in a signal frame's FDE", pc, fs[i+1].name)
+		}
+	case "thread": // the root is libc's start_thread/clone3, after thread_main
+		last := fs[len(fs)-1]
+		if last.inBin || !strings.Contains(last.name, "libc.so") {
+			t.Errorf("the root %s is not in libc:\n%s", last.name, framesText(fs))
+		}
+	}
+}
