@@ -87,6 +87,7 @@ func TestUnwindStackDumps(t *testing.T) {
 				want []string // the frames in the test binary, leaf first
 			}{
 				{"qsort", []string{"cmp_leaf", "run_qsort", "main", "_start"}},
+				{"qsort24", slices.Concat([]string{"cmp_leaf", "run_qsort"}, repeat("qrec", 14), []string{"main", "_start"})},
 				{"signal", []string{"handler_leaf", "handler_mid", "handler", "sig_chain_b", "sig_chain_a", "run_signal", "main", "_start"}},
 				{"recurse", slices.Concat([]string{"deep_leaf"}, repeat("rec", 301), []string{"main", "_start"})},
 				{"thread", []string{"t_leaf", "t_chain", "thread_main"}},

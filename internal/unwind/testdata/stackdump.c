@@ -1,8 +1,8 @@
 // stackdump captures, in a hot leaf, its own registers and a copy of its
 // stack from rsp up to the end of the stack's mapping, and writes them with
 // /proc/self/maps to a file, so the unwinder can be tested offline without
-// BPF. Usage: stackdump MODE OUTFILE, MODE one of qsort, signal, recurse,
-// thread. Built at test time (see stack_test.go), usually without frame
+// BPF. Usage: stackdump MODE OUTFILE, MODE one of qsort, qsort24, signal,
+// recurse, thread. Built at test time (see stack_test.go), usually without frame
 // pointers.
 //
 // File layout: "STKDUMP1", 17 little-endian u64 registers (DWARF x86-64
@@ -85,6 +85,18 @@ __attribute__((noinline)) static void run_qsort(void) {
 		v[i] = (i * 37) % 64;
 	qsort(v, 64, sizeof v[0], cmp_leaf);
 	sink += v[3];
+}
+
+// qsort24: main -> qrec(13) -> ... -> qrec(0) -> run_qsort -> qsort -> cmp_leaf,
+// about 24 frames (the benchmark's stack).
+__attribute__((noinline)) static int qrec(int n) {
+	if (n == 0) {
+		run_qsort();
+		return 0;
+	}
+	int r = qrec(n - 1);
+	sink += r; // not a tail call
+	return r + 1;
 }
 
 // signal: main -> sig_chain_a -> sig_chain_b (spins); SIGALRM interrupts
@@ -197,6 +209,8 @@ int main(int argc, char **argv) {
 		find_stack_end((uint64_t)&here);
 		if (strcmp(mode, "qsort") == 0)
 			run_qsort();
+		else if (strcmp(mode, "qsort24") == 0)
+			sink += qrec(13);
 		else if (strcmp(mode, "signal") == 0)
 			run_signal();
 		else if (strcmp(mode, "recurse") == 0)

@@ -1,0 +1,71 @@
+package unwind
+
+import (
+	"debug/elf"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// BenchmarkBuildLibc builds the unwind table of Debian's libc from its
+// .eh_frame: time per build, and the table's rows and bytes.
+func BenchmarkBuildLibc(b *testing.B) {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer f.Close()
+	var tab *Table
+	for b.Loop() {
+		if tab, err = NewTable(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(tab.Rows()), "rows")
+	b.ReportMetric(float64(tab.Rules()), "rules")
+	b.ReportMetric(float64(tab.Bytes()), "table-bytes")
+	b.ReportMetric(float64(tab.Bytes())/float64(tab.Rows()), "bytes/row")
+}
+
+// qsort24 returns the unwinder (tables cached) and the dump of a stack of
+// about 24 frames in libc (qsort) and a test binary built without frame
+// pointers.
+func qsort24(t testing.TB) (*Unwinder, *dump) {
+	bin := testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread")
+	d := stackDump(t, bin, "qsort24")
+	u := New(Options{})
+	if _, stop := u.Unwind(nil, d, &d.regs, d.stack); stop != StopComplete {
+		t.Fatalf("qsort24 stack stops with %v", stop)
+	}
+	return u, d
+}
+
+// BenchmarkUnwind24 unwinds the qsort24 stack with cached tables:
+// ns/frame is the cost of one step, allocs/op must be 0.
+func BenchmarkUnwind24(b *testing.B) {
+	u, d := qsort24(b)
+	dst := make([]uint64, 0, 64)
+	var n int
+	b.ReportAllocs()
+	for b.Loop() {
+		dst, _ = u.Unwind(dst[:0], d, &d.regs, d.stack)
+		n += len(dst)
+	}
+	b.ReportMetric(float64(len(dst)), "frames")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/frame")
+}
+
+// TestUnwindNoAllocs: in the steady state an unwind allocates nothing.
+func TestUnwindNoAllocs(t *testing.T) {
+	u, d := qsort24(t)
+	dst := make([]uint64, 0, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		dst, _ = u.Unwind(dst[:0], d, &d.regs, d.stack)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per unwind, want 0", allocs)
+	}
+	if len(dst) < 20 {
+		t.Errorf("only %d frames in the qsort24 stack", len(dst))
+	}
+}

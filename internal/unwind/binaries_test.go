@@ -1,0 +1,52 @@
+package unwind
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// buildWith runs a compiler command that writes out into a temp dir.
+func buildWith(t *testing.T, tool string, args ...string) string {
+	t.Helper()
+	path := testutil.RequireTool(t, tool)
+	out := filepath.Join(t.TempDir(), "bin")
+	cmd := exec.Command(path, append(args, "-o", out)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", tool, args, err, b)
+	}
+	return out
+}
+
+// TestBinariesAgainstReadelf compares, row by row, the CFA tables of
+// binaries built at test time with readelf --debug-dump=frames-interp:
+// C without frame pointers, C++ with exceptions, Rust without frame
+// pointers (.eh_frame), and Go (.debug_frame, compressed by the linker).
+func TestBinariesAgainstReadelf(t *testing.T) {
+	t.Run("c", func(t *testing.T) {
+		bin := testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread")
+		t.Logf("%d rows compared", compareReadelf(t, bin, ".eh_frame"))
+	})
+	t.Run("c++", func(t *testing.T) {
+		bin := buildWith(t, "g++", "-O2", "-fomit-frame-pointer", "testdata/exceptions.cpp")
+		t.Logf("%d rows compared", compareReadelf(t, bin, ".eh_frame"))
+	})
+	t.Run("rust", func(t *testing.T) {
+		bin := buildWith(t, "rustc", "-O", "-C", "force-frame-pointers=no", "testdata/chain.rs")
+		t.Logf("%d rows compared", compareReadelf(t, bin, ".eh_frame"))
+	})
+	t.Run("go", func(t *testing.T) {
+		gotool := testutil.RequireTool(t, "go")
+		bin := filepath.Join(t.TempDir(), "gochain")
+		cmd := exec.Command(gotool, "build", "-o", bin, ".")
+		cmd.Dir = "testdata/gochain"
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=off")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+		t.Logf("%d rows compared", compareReadelf(t, bin, ".debug_frame"))
+	})
+}

@@ -1,0 +1,102 @@
+package unwind
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"testing"
+)
+
+// libcEHFrame returns up to max bytes of the start of libc's .eh_frame
+// (seed corpus), or nil.
+func libcEHFrame(max int) []byte {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	s := f.Section(".eh_frame")
+	if s == nil {
+		return nil
+	}
+	b, err := s.Data()
+	if err != nil {
+		return nil
+	}
+	return b[:min(max, len(b))]
+}
+
+// buildFrom builds a table from raw CFI bytes as .eh_frame (at address
+// 0x1000) or .debug_frame.
+func buildFrom(data []byte, eh bool) (*Table, error) {
+	b := newTableBuilder()
+	s := &frameSection{data: data, eh: eh}
+	if eh {
+		s.addr = 0x1000
+	}
+	b.addSection(s, 0)
+	return b.finish()
+}
+
+// FuzzParseCFI feeds arbitrary bytes to the CFI parser as .eh_frame and as
+// .debug_frame: it must never panic, hang or build rows out of order.
+func FuzzParseCFI(f *testing.F) {
+	f.Add(hostileCIE("zR", []byte{0x1b}))
+	f.Add(hostileCIE("zXY", nil))
+	if b := libcEHFrame(4096); b != nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, eh := range []bool{true, false} {
+			tab, err := buildFrom(data, eh)
+			if err != nil {
+				continue
+			}
+			for i := 1; i < len(tab.pcs); i++ {
+				if tab.pcs[i] <= tab.pcs[i-1] {
+					t.Fatalf("rows out of order at %d: %#x after %#x", i, tab.pcs[i], tab.pcs[i-1])
+				}
+			}
+			for _, off := range tab.pcs {
+				tab.lookup(tab.base + uint64(off))
+			}
+		}
+	})
+}
+
+// fuzzProcess maps every pc below 4 GiB to one object whose table is given.
+type fuzzProcess struct{}
+
+func (fuzzProcess) Object(pc uint64) (Object, bool) {
+	return Object{Key: "fuzz"}, pc < 1<<32
+}
+
+// FuzzUnwind unwinds an arbitrary stack window with a table built from
+// arbitrary CFI bytes: it must end (with any Stop) without panicking.
+func FuzzUnwind(f *testing.F) {
+	stack := make([]byte, 256)
+	binary.LittleEndian.PutUint64(stack[8:], 0x2000)
+	f.Add(libcEHFrame(2048), stack)
+	f.Add(hostileCIE("zR", []byte{0x1b}), stack)
+	f.Fuzz(func(t *testing.T, cfi, stack []byte) {
+		tab, err := buildFrom(cfi, true)
+		if err != nil {
+			return
+		}
+		u := New(Options{MaxFrames: 512})
+		u.cache.get("fuzz", func() *Table { return tab })
+		var regs Regs
+		for i := range regs {
+			if len(stack) >= 8*(i+1) {
+				regs[i] = binary.LittleEndian.Uint64(stack[8*i:])
+			}
+		}
+		regs[RegRSP] = 0x7fff0000
+		if tab.Rows() > 0 {
+			regs[RegRIP] = tab.base + uint64(tab.pcs[len(stack)%len(tab.pcs)])
+		}
+		pcs, stop := u.Unwind(nil, fuzzProcess{}, &regs, stack)
+		if len(pcs) == 0 || len(pcs) > 512 || stop == stopNone || stop >= NumStops {
+			t.Fatalf("%d frames, stop %v", len(pcs), stop)
+		}
+	})
+}
