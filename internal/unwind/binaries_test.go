@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,5 +49,47 @@ func TestBinariesAgainstReadelf(t *testing.T) {
 			t.Fatalf("go build: %v\n%s", err, b)
 		}
 		t.Logf("%d rows compared", compareReadelf(t, bin, ".debug_frame"))
+		checkGoTopFrames(t, bin)
 	})
+}
+
+// checkGoTopFrames: in a Go binary, a walk ends as complete at
+// runtime.goexit and runtime.mstart (their return address is undefined).
+func checkGoTopFrames(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := NewTable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, s := range syms {
+		if !goTopNames[s.Name] {
+			continue
+		}
+		r, ok := tab.lookup(s.Value + 1)
+		if !ok || r.cfaKind == cfaComplex || r.raKind != raUndef {
+			t.Errorf("%s: rule %+v (found %v), want an undefined return address", s.Name, r, ok)
+		}
+		found++
+	}
+	if found < 2 {
+		t.Errorf("found %d of Go's top functions, want goexit and mstart at least", found)
+	}
+	// An ordinary function keeps its return address.
+	for _, s := range syms {
+		if s.Name == "main.middle" {
+			if r, ok := tab.lookup(s.Value + 1); !ok || r.raKind != raOffset {
+				t.Errorf("main.middle: rule %+v (found %v), want ra at CFA-8", r, ok)
+			}
+		}
+	}
 }

@@ -27,6 +27,7 @@ func NewTable(f *elf.File) (*Table, error) {
 		return nil, fmt.Errorf("not an x86-64 ELF file (%v, %v)", f.Class, f.Machine)
 	}
 	b := newTableBuilder()
+	b.topFuncs = goTopFuncs(f)
 	var text, got uint64
 	if s := f.Section(".text"); s != nil {
 		text = s.Addr
@@ -108,6 +109,36 @@ func debugFrame(f *elf.File) ([]byte, error) {
 		return nil, fmt.Errorf("inflate .zdebug_frame: %w", err)
 	}
 	return data, nil
+}
+
+// goTopNames are the Go runtime functions that start a stack: a
+// goroutine's runtime.goexit, a thread's mstart, the process's rt0_go.
+// Go's .debug_frame gives them an ordinary return address rule (the
+// runtime's own traceback stops at them by their TOPFRAME flag), so
+// without this a walk would go on into whatever lies above the stack.
+var goTopNames = map[string]bool{
+	"runtime.goexit": true, "runtime.goexit.abi0": true,
+	"runtime.mstart": true, "runtime.mstart.abi0": true,
+	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
+}
+
+// goTopFuncs returns the start addresses of goTopNames in a Go binary
+// (one with .gopclntab or .go.buildinfo) from its .symtab, or nil.
+func goTopFuncs(f *elf.File) map[uint64]bool {
+	if f.Section(".gopclntab") == nil && f.Section(".go.buildinfo") == nil {
+		return nil
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil
+	}
+	top := map[uint64]bool{}
+	for _, s := range syms {
+		if goTopNames[s.Name] && s.Value != 0 {
+			top[s.Value] = true
+		}
+	}
+	return top
 }
 
 // debugDirs are where separate debug files are looked up by build ID

@@ -99,6 +99,11 @@ type tableBuilder struct {
 	spans   []fdeSpan
 	rows    []rawRow
 	fdeLo   int // rows[fdeLo:] belong to the FDE being run
+	// topFuncs are the start addresses of functions that begin a stack
+	// (Go's runtime.goexit, mstart, rt0_go): their return address is made
+	// undefined, so a walk ends there as complete.
+	topFuncs map[uint64]bool
+	inTop    bool
 	stats   TableStats
 }
 
@@ -127,7 +132,7 @@ func (b *tableBuilder) addSection(s *frameSection, rank int) {
 			return // discarded by the linker, or empty
 		}
 		lo := len(b.rows)
-		b.fdeLo = lo
+		b.fdeLo, b.inTop = lo, b.topFuncs[f.start]
 		err := errRAColumn
 		if f.cie.raReg == RegRIP {
 			err = runFDE(s, f, func(loc uint64, st *cfaState) { b.addRow(loc, st, f.cie.signal) })
@@ -151,6 +156,11 @@ func (b *tableBuilder) addSection(s *frameSection, rank int) {
 }
 
 func (b *tableBuilder) addRow(loc uint64, st *cfaState, signal bool) {
+	if b.inTop {
+		c := *st
+		c.regs[RegRIP] = regRule{kind: rUndefined}
+		st = &c
+	}
 	var id uint32
 	if r, ok := compact(st, RegRIP, signal); ok {
 		var seen bool
