@@ -104,7 +104,7 @@ type tableBuilder struct {
 	// undefined, so a walk ends there as complete.
 	topFuncs map[uint64]bool
 	inTop    bool
-	stats   TableStats
+	stats    TableStats
 }
 
 type fdeSpan struct {
