@@ -40,17 +40,24 @@ func TestBinariesAgainstReadelf(t *testing.T) {
 		t.Logf("%d rows compared", compareReadelf(t, bin, ".eh_frame"))
 	})
 	t.Run("go", func(t *testing.T) {
-		gotool := testutil.RequireTool(t, "go")
-		bin := filepath.Join(t.TempDir(), "gochain")
-		cmd := exec.Command(gotool, "build", "-o", bin, ".")
-		cmd.Dir = "testdata/gochain"
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=off")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, b)
-		}
+		bin := buildGoChain(t)
 		t.Logf("%d rows compared", compareReadelf(t, bin, ".debug_frame"))
 		checkGoTopFrames(t, bin)
 	})
+}
+
+// buildGoChain builds testdata/gochain and returns the binary's path.
+func buildGoChain(t *testing.T) string {
+	t.Helper()
+	gotool := testutil.RequireTool(t, "go")
+	bin := filepath.Join(t.TempDir(), "gochain")
+	cmd := exec.Command(gotool, "build", "-o", bin, ".")
+	cmd.Dir = "testdata/gochain"
+	cmd.Env = append(os.Environ(), "GO111MODULE=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return bin
 }
 
 // checkGoTopFrames: in a Go binary, a walk ends as complete at
