@@ -11,13 +11,13 @@ import (
 var pltExpr = []byte{
 	0x77, 8, // DW_OP_breg7 (rsp): 8
 	0x80, 0, // DW_OP_breg16 (rip): 0
-	0x3f,    // DW_OP_lit15
-	0x1a,    // DW_OP_and
-	0x3b,    // DW_OP_lit11
-	0x2a,    // DW_OP_ge
-	0x33,    // DW_OP_lit3
-	0x24,    // DW_OP_shl
-	0x22,    // DW_OP_plus
+	0x3f, // DW_OP_lit15
+	0x1a, // DW_OP_and
+	0x3b, // DW_OP_lit11
+	0x2a, // DW_OP_ge
+	0x33, // DW_OP_lit3
+	0x24, // DW_OP_shl
+	0x22, // DW_OP_plus
 }
 
 func TestExprPLT(t *testing.T) {
