@@ -42,7 +42,18 @@ func NewTable(f *elf.File) (*Table, error) {
 			return nil, fmt.Errorf("read .eh_frame: %w", err)
 		}
 		found = true
-		b.addSection(&frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}, 0)
+		hdr := func() []int {
+			h := f.Section(".eh_frame_hdr")
+			if h == nil {
+				return nil
+			}
+			hb, err := sectionData(h)
+			if err != nil {
+				return nil
+			}
+			return ehFrameHdrFDEs(hb, h.Addr, s.Addr, uint64(len(data)))
+		}
+		b.addSection(&frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}, 0, hdr)
 	}
 	data, err := debugFrame(f)
 	if err != nil {
@@ -50,7 +61,7 @@ func NewTable(f *elf.File) (*Table, error) {
 	}
 	if data != nil {
 		found = true
-		b.addSection(&frameSection{data: data}, 1)
+		b.addSection(&frameSection{data: data}, 1, nil)
 	}
 	t, err := b.finish()
 	if err != nil {
@@ -120,6 +131,8 @@ var goTopNames = map[string]bool{
 	"runtime.goexit": true, "runtime.goexit.abi0": true,
 	"runtime.mstart": true, "runtime.mstart.abi0": true,
 	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
+	// mcall runs its argument on the g0 stack, which never returns to it.
+	"runtime.mcall": true, "runtime.mcall.abi0": true,
 }
 
 // goTopFuncs returns the start addresses of goTopNames in a Go binary

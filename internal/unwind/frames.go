@@ -107,67 +107,135 @@ func (st *frameStats) note(err error) {
 	}
 }
 
+// frameWalk is one walk over the records of a section.
+type frameWalk struct {
+	s    *frameSection
+	st   *frameStats
+	cies map[uint64]*cie
+	bad  map[uint64]bool
+	fn   func(*fde)
+}
+
 // parseFrames calls fn for every FDE of s in section order. A bad CIE or
 // FDE is skipped and counted; a length that runs past the section ends
-// the walk (nothing after it can be found). The walk reads each byte once,
-// so its time is linear in the section size whatever the content.
-func (s *frameSection) parseFrames(st *frameStats, fn func(*fde)) {
-	cies := map[uint64]*cie{}
-	bad := map[uint64]bool{}
-	r := &buf{b: s.data}
-	for r.left() > 0 {
-		start := r.off
-		length := uint64(r.u32())
-		dwarf64 := false
-		if length == 0xffffffff {
-			length = r.u64()
-			dwarf64 = true
+// the walk (nothing after it can be found by walking). The walk reads each
+// byte once, so its time is linear in the section size whatever the
+// content. It returns the walk for parseFDEsAt and the offset where it
+// stopped early, or -1 when it reached the end or the terminator.
+func (s *frameSection) parseFrames(st *frameStats, fn func(*fde)) (*frameWalk, int) {
+	w := &frameWalk{s: s, st: st, cies: map[uint64]*cie{}, bad: map[uint64]bool{}, fn: fn}
+	for off := 0; off < len(s.data); {
+		next, ok := w.record(off, false)
+		if !ok {
+			return w, off
 		}
-		if r.err != nil || length > uint64(r.left()) {
-			st.note(errBadLength)
-			return
+		if next < 0 {
+			return w, -1
 		}
-		if length == 0 {
-			if s.eh {
-				return // the terminator
-			}
-			continue
+		off = next
+	}
+	return w, -1
+}
+
+// parseFDEsAt parses the FDEs at the given section offsets (from
+// .eh_frame_hdr's table), skipping records that are not FDEs.
+func (w *frameWalk) parseFDEsAt(offs []int) {
+	for _, off := range offs {
+		w.record(off, true)
+	}
+}
+
+// record parses the record at off and returns the offset of the next one
+// (-1 after the terminator); ok is false when its length is bad.
+func (w *frameWalk) record(off int, fdeOnly bool) (next int, ok bool) {
+	s, st := w.s, w.st
+	r := &buf{b: s.data, off: off}
+	length := uint64(r.u32())
+	dwarf64 := false
+	if length == 0xffffffff {
+		length = r.u64()
+		dwarf64 = true
+	}
+	if r.err != nil || length > uint64(r.left()) {
+		st.note(errBadLength)
+		return 0, false
+	}
+	if length == 0 {
+		if s.eh {
+			return -1, true // the terminator
 		}
-		body := r.off
-		rec := &buf{b: r.b[:body+int(length)], off: body}
-		r.off = body + int(length)
-		var id uint64
-		if dwarf64 {
-			id = rec.u64()
-		} else {
-			id = uint64(rec.u32())
-		}
-		if s.isCIE(id, dwarf64) {
+		return r.off, true
+	}
+	body := r.off
+	rec := &buf{b: r.b[:body+int(length)], off: body}
+	next = body + int(length)
+	var id uint64
+	if dwarf64 {
+		id = rec.u64()
+	} else {
+		id = uint64(rec.u32())
+	}
+	if s.isCIE(id, dwarf64) {
+		if !fdeOnly {
 			st.cies++
 			if _, err := s.parseCIE(rec); err != nil {
 				st.badCIEs++
-				st.note(fmt.Errorf("CIE at %#x: %w", start, err))
-			}
-			continue
-		}
-		st.fdes++
-		ciePos, ok := s.ciePos(id, body, dwarf64)
-		if !ok {
-			st.badFDEs++
-			st.note(fmt.Errorf("FDE at %#x: %w", start, errNotCIE))
-			continue
-		}
-		c, err := s.cieAt(ciePos, cies, bad)
-		if err == nil {
-			var f *fde
-			if f, err = s.parseFDE(rec, c); err == nil {
-				fn(f)
-				continue
+				st.note(fmt.Errorf("CIE at %#x: %w", off, err))
 			}
 		}
-		st.badFDEs++
-		st.note(fmt.Errorf("FDE at %#x: %w", start, err))
+		return next, true
 	}
+	st.fdes++
+	ciePos, ok := s.ciePos(id, body, dwarf64)
+	if !ok {
+		st.badFDEs++
+		st.note(fmt.Errorf("FDE at %#x: %w", off, errNotCIE))
+		return next, true
+	}
+	c, err := s.cieAt(ciePos, w.cies, w.bad)
+	if err == nil {
+		var f *fde
+		if f, err = s.parseFDE(rec, c); err == nil {
+			w.fn(f)
+			return next, true
+		}
+	}
+	st.badFDEs++
+	st.note(fmt.Errorf("FDE at %#x: %w", off, err))
+	return next, true
+}
+
+// ehFrameHdrFDEs reads the binary search table of .eh_frame_hdr (LSB Core,
+// "The .eh_frame_hdr section") and returns the .eh_frame offsets of the
+// FDEs it lists, in table order. hdr is the section's bytes at address
+// hdrAddr; ehAddr and ehSize place .eh_frame. Entries outside .eh_frame
+// are dropped; a malformed header gives nil.
+func ehFrameHdrFDEs(hdr []byte, hdrAddr, ehAddr, ehSize uint64) []int {
+	s := &frameSection{data: hdr, eh: true, addr: hdrAddr, dataAddr: hdrAddr}
+	r := &buf{b: hdr}
+	version, ptrEnc, countEnc, tableEnc := r.u8(), r.u8(), r.u8(), r.u8()
+	if r.err != nil || version != 1 || countEnc == peOmit || tableEnc == peOmit {
+		return nil
+	}
+	if _, err := s.readPtr(r, ptrEnc, true); err != nil {
+		return nil
+	}
+	count, err := s.readPtr(r, countEnc, true)
+	if err != nil || count > uint64(r.left())/2 {
+		return nil
+	}
+	offs := make([]int, 0, count)
+	for range count {
+		s.readPtr(r, tableEnc, true) // the FDE's initial location
+		addr, err := s.readPtr(r, tableEnc, true)
+		if err != nil {
+			return offs
+		}
+		if addr >= ehAddr && addr-ehAddr < ehSize {
+			offs = append(offs, int(addr-ehAddr))
+		}
+	}
+	return offs
 }
 
 func (s *frameSection) isCIE(id uint64, dwarf64 bool) bool {

@@ -33,7 +33,7 @@ func buildFrom(data []byte, eh bool) (*Table, error) {
 	if eh {
 		s.addr = 0x1000
 	}
-	b.addSection(s, 0)
+	b.addSection(s, 0, nil)
 	return b.finish()
 }
 

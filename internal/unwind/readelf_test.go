@@ -195,7 +195,7 @@ func sectionTable(t *testing.T, path, name string) *Table {
 		fs.addr = s.Addr
 	}
 	b := newTableBuilder()
-	b.addSection(fs, 0)
+	b.addSection(fs, 0, nil)
 	tab, err := b.finish()
 	if err != nil {
 		t.Fatal(err)

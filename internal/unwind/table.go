@@ -32,6 +32,9 @@ type TableStats struct {
 	// unknown CFA ops); Overlaps the FDEs dropped because an earlier
 	// one (.eh_frame before .debug_frame) covered their start.
 	FDEs, BadFDEs, BadCIEs, Overlaps int
+	// Recovered counts the FDEs found through .eh_frame_hdr past a
+	// record whose bad length ended the walk of .eh_frame.
+	Recovered int
 	// Err is the first parse error met, nil when all was well.
 	Err error
 }
@@ -124,10 +127,12 @@ func newTableBuilder() *tableBuilder {
 
 var errRAColumn = errors.New("return address column is not rip (16)")
 
-// addSection parses one CFI section and adds the rows of its FDEs.
-func (b *tableBuilder) addSection(s *frameSection, rank int) {
+// addSection parses one CFI section and adds the rows of its FDEs. When
+// the walk stops early at a bad record length and hdrFDEs (from
+// .eh_frame_hdr) lists FDEs beyond that point, those are parsed too.
+func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []int) {
 	var fs frameStats
-	s.parseFrames(&fs, func(f *fde) {
+	w, stopped := s.parseFrames(&fs, func(f *fde) {
 		if f.start == 0 || f.end == f.start {
 			return // discarded by the linker, or empty
 		}
@@ -147,6 +152,16 @@ func (b *tableBuilder) addSection(s *frameSection, rank int) {
 		}
 		b.spans = append(b.spans, fdeSpan{start: f.start, end: f.end, rank: rank, lo: lo, hi: len(b.rows)})
 	})
+	if stopped >= 0 && hdrFDEs != nil {
+		var rest []int
+		for _, off := range hdrFDEs() {
+			if off > stopped {
+				rest = append(rest, off)
+			}
+		}
+		w.parseFDEsAt(rest)
+		b.stats.Recovered = len(rest)
+	}
 	b.stats.FDEs += fs.fdes
 	b.stats.BadFDEs += fs.badFDEs
 	b.stats.BadCIEs += fs.badCIEs
