@@ -46,12 +46,13 @@ func TestBinariesAgainstReadelf(t *testing.T) {
 	})
 }
 
-// buildGoChain builds testdata/gochain and returns the binary's path.
-func buildGoChain(t *testing.T) string {
+// buildGoChain builds testdata/gochain with go build flags and returns
+// the binary's path.
+func buildGoChain(t *testing.T, flags ...string) string {
 	t.Helper()
 	gotool := testutil.RequireTool(t, "go")
 	bin := filepath.Join(t.TempDir(), "gochain")
-	cmd := exec.Command(gotool, "build", "-o", bin, ".")
+	cmd := exec.Command(gotool, append(append([]string{"build"}, flags...), "-o", bin, ".")...)
 	cmd.Dir = "testdata/gochain"
 	cmd.Env = append(os.Environ(), "GO111MODULE=off")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -19,7 +19,9 @@ const maxSectionBytes = 256 << 20
 
 // NewTable builds the unwind table of an ELF file from its .eh_frame and
 // .debug_frame (compressed or not; .eh_frame rows win where both cover a
-// pc). A file with neither gets a table whose HasCFI is false. Malformed
+// pc), or, for a Go binary without .debug_frame, from the SP deltas of
+// its .gopclntab. A file with none of these gets a table whose HasCFI is
+// false. Malformed
 // CIEs and FDEs are skipped and counted in Stats; the error is for a file
 // that cannot be read at all.
 func NewTable(f *elf.File) (*Table, error) {
@@ -62,6 +64,15 @@ func NewTable(f *elf.File) (*Table, error) {
 	if data != nil {
 		found = true
 		b.addSection(&frameSection{data: data}, 1, nil)
+	} else if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
+		// A Go binary linked with -w: no .debug_frame, but the runtime's
+		// own SP deltas. A table that is not Go 1.18+ leaves frame pointers.
+		if pcln, err := sectionData(s); err == nil {
+			if g, err := parseGoPclntab(pcln, goTextAddr(f)); err == nil {
+				found = true
+				b.addGoPclntab(g, 2)
+			}
+		}
 	}
 	t, err := b.finish()
 	if err != nil {

@@ -1,0 +1,114 @@
+package unwind
+
+import (
+	"debug/elf"
+	"testing"
+)
+
+// TestGoPclntabMatchesDebugFrame builds a Go binary's table twice, from
+// its .debug_frame (which the Go linker writes from the same SP deltas)
+// and from its .gopclntab alone, and requires the same CFA and return
+// address rule at every row of both.
+func TestGoPclntabMatchesDebugFrame(t *testing.T) {
+	bin := buildGoChain(t)
+	fromDebug := sectionTable(t, bin, ".debug_frame")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pcln, err := sectionData(f.Section(".gopclntab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := parseGoPclntab(pcln, goTextAddr(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTableBuilder()
+	b.addGoPclntab(g, 0)
+	fromPcln, err := b.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fromPcln.Stats(); s.FDEs < 1000 || s.BadFDEs > s.FDEs/100 {
+		t.Fatalf(".gopclntab: %d functions, %d unreadable", s.FDEs, s.BadFDEs)
+	}
+	compared, diffs, padding := 0, 0, 0
+	for _, tabs := range [][2]*Table{{fromDebug, fromPcln}, {fromPcln, fromDebug}} {
+		for _, off := range tabs[0].pcs {
+			pc := tabs[0].base + uint64(off)
+			want, wok := tabs[0].lookup(pc)
+			got, gok := tabs[1].lookup(pc)
+			if !wok && !gok {
+				continue
+			}
+			compared++
+			dbg, pcl := wok, gok
+			if tabs[0] == fromPcln {
+				dbg, pcl = gok, wok
+			}
+			if pcl && !dbg {
+				// Only .gopclntab covers the padding between functions
+				// (a function runs up to the next one's entry there).
+				padding++
+				continue
+			}
+			if wok != gok || want.cfaKind != got.cfaKind || want.cfaOff != got.cfaOff || want.raKind != got.raKind || want.raOff != got.raOff {
+				diffs++
+				if diffs <= 10 {
+					t.Errorf("at %#x: %+v (%v) vs %+v (%v)", pc, want, wok, got, gok)
+				}
+			}
+		}
+	}
+	if diffs > 0 || compared < 10000 {
+		t.Errorf("%d of %d rows differ", diffs, compared)
+	}
+	if padding > compared/10 {
+		t.Errorf("%d of %d rows only in .gopclntab: more than padding", padding, compared)
+	}
+	t.Logf("%d rows compared, %d in padding only .gopclntab covers", compared, padding)
+}
+
+// TestGoWithoutDebugFrame: a Go binary linked with -w (no DWARF) gets its
+// table from .gopclntab, and Go's top functions still end a walk.
+func TestGoWithoutDebugFrame(t *testing.T) {
+	bin := buildGoChain(t, "-ldflags=-w")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Section(".debug_frame") != nil {
+		t.Fatal("-ldflags=-w left a .debug_frame")
+	}
+	tab, err := NewTable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tab.HasCFI() || tab.Rows() < 10000 {
+		t.Fatalf("table from .gopclntab: CFI %v, %d rows (%+v)", tab.HasCFI(), tab.Rows(), tab.Stats())
+	}
+	checkGoTopFrames(t, bin)
+}
+
+// FuzzGoPclntab feeds arbitrary bytes to the .gopclntab reader.
+func FuzzGoPclntab(f *testing.F) {
+	hdr := make([]byte, 8+8*8+64)
+	copy(hdr, []byte{0xf1, 0xff, 0xff, 0xff, 0, 0, 1, 8, 2})
+	hdr[8+6*8] = 72 // pctab
+	hdr[8+7*8] = 80 // functab
+	f.Add(hdr)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := parseGoPclntab(data, 0x401000)
+		if err != nil {
+			return
+		}
+		b := newTableBuilder()
+		b.addGoPclntab(g, 0)
+		if _, err := b.finish(); err != nil {
+			return
+		}
+	})
+}
