@@ -28,6 +28,7 @@ type goPclntab struct {
 	nfunc     int
 	textStart uint64
 	pctab     []byte
+	names     []byte // funcnametab: NUL-terminated names
 	functab   []byte // nfunc+1 (entryOff, funcOff) pairs, then the _func records
 }
 
@@ -45,13 +46,28 @@ func parseGoPclntab(data []byte, textStart uint64) (*goPclntab, error) {
 	if hdrText := word(2); hdrText != 0 {
 		textStart = hdrText
 	}
-	pctabOff, pclnOff := word(6), word(7)
-	if nfunc > maxGoFuncs || pctabOff > uint64(len(data)) || pclnOff > uint64(len(data)) ||
+	namesOff, pctabOff, pclnOff := word(3), word(6), word(7)
+	if nfunc > maxGoFuncs || namesOff > uint64(len(data)) || pctabOff > uint64(len(data)) || pclnOff > uint64(len(data)) ||
 		uint64(len(data))-pclnOff < (nfunc+1)*8 {
 		return nil, fmt.Errorf(".gopclntab header out of bounds (%d functions)", nfunc)
 	}
 	return &goPclntab{data: data, nfunc: int(nfunc), textStart: textStart,
-		pctab: data[pctabOff:], functab: data[pclnOff:]}, nil
+		pctab: data[pctabOff:], names: data[namesOff:], functab: data[pclnOff:]}, nil
+}
+
+// funcName returns function i's name, or "" when it cannot be read.
+func (g *goPclntab) funcName(i int) string {
+	le := binary.LittleEndian
+	funcOff := uint64(le.Uint32(g.functab[8*i+4:]))
+	if funcOff+8 > uint64(len(g.functab)) {
+		return ""
+	}
+	off := uint64(le.Uint32(g.functab[funcOff+4:]))
+	if off >= uint64(len(g.names)) {
+		return ""
+	}
+	r := &buf{b: g.names, off: int(off)}
+	return r.cstring()
 }
 
 // funcSP returns function i's start and end addresses and its pcsp table.
@@ -83,7 +99,8 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 			continue
 		}
 		b.stats.FDEs++
-		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start]
+		// Go's top functions by their .gopclntab names: stripped binaries have no .symtab.
+		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)]
 		lo := len(b.rows)
 		r := &buf{b: pcsp}
 		pc, val := start, int64(-1)

@@ -54,6 +54,9 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 				padding++
 				continue
 			}
+			if wok && gok && (want.raKind == raUndef) != (got.raKind == raUndef) {
+				continue // Go's top functions: only the .gopclntab table marks them
+			}
 			if wok != gok || want.cfaKind != got.cfaKind || want.cfaOff != got.cfaOff || want.raKind != got.raKind || want.raOff != got.raOff {
 				diffs++
 				if diffs <= 10 {
@@ -111,4 +114,52 @@ func FuzzGoPclntab(f *testing.F) {
 			return
 		}
 	})
+}
+
+// TestGoStrippedTopFrames: in a stripped Go binary (-ldflags=-s: no
+// .symtab, no DWARF) the .gopclntab names still mark runtime.goexit and
+// mstart as the ends of a stack.
+func TestGoStrippedTopFrames(t *testing.T) {
+	bin := buildGoChain(t, "-ldflags=-s")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Symbols(); err == nil {
+		t.Fatal("-ldflags=-s left a .symtab")
+	}
+	tab, err := NewTable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcln, _ := sectionData(f.Section(".gopclntab"))
+	g, err := parseGoPclntab(pcln, goTextAddr(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for i := range g.nfunc {
+		name := g.funcName(i)
+		start, _, _, ok := g.funcSP(i)
+		if !ok {
+			continue
+		}
+		r, rok := tab.lookup(start)
+		switch {
+		case goTopNames[name]:
+			found++
+			if !rok || r.raKind != raUndef {
+				t.Errorf("%s at %#x: rule %+v (found %v), want an undefined return address", name, start, r, rok)
+			}
+		case name == "main.middle":
+			found++
+			if !rok || r.raKind != raOffset {
+				t.Errorf("main.middle: rule %+v (found %v)", r, rok)
+			}
+		}
+	}
+	if found < 3 {
+		t.Errorf("found %d of goexit, mstart, main.middle", found)
+	}
 }
