@@ -42,7 +42,8 @@ const (
 type Object struct {
 	// Key identifies the file for the table cache: its build ID (hex)
 	// when it has one, else "dev:inode" or any string unique to the file
-	// content. Objects with equal keys share one table.
+	// content. Objects with equal keys share one table; an empty Key
+	// falls back to Path.
 	Key string
 	// Bias is the load bias in bytes: runtime address - ELF virtual
 	// address (0 for a non-PIE executable, the mapping base for most

@@ -64,7 +64,7 @@ func (u *Unwinder) Table(obj Object) *Table {
 	if obj.Kind == KindJIT {
 		return nil
 	}
-	return u.cache.get(obj.Key, func() *Table {
+	return u.cache.get(cacheKey(obj), func() *Table {
 		u.loads.Add(1)
 		var t *Table
 		var err error
@@ -79,6 +79,18 @@ func (u *Unwinder) Table(obj Object) *Table {
 		}
 		return t
 	})
+}
+
+// cacheKey is obj.Key, or its path when the key is empty (so two
+// objects without keys never share a table).
+func cacheKey(obj Object) string {
+	switch {
+	case obj.Key != "":
+		return obj.Key
+	case obj.Path == "" && obj.Kind == KindVDSO:
+		return "[vdso]"
+	}
+	return obj.Path
 }
 
 // procRoot returns "/proc/PID/root" when path is under it, so separate
@@ -125,8 +137,8 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 		}
 		var tab *Table
 		if obj.Kind != KindJIT {
-			if lastTab == nil || obj.Key != lastKey {
-				lastTab, lastKey = u.Table(obj), obj.Key
+			if key := cacheKey(obj); lastTab == nil || key != lastKey {
+				lastTab, lastKey = u.Table(obj), key
 			}
 			tab = lastTab
 		}
