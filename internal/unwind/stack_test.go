@@ -137,3 +137,27 @@ func checkMode(t *testing.T, u *Unwinder, d *dump, mode string, fs []frame) {
 		}
 	}
 }
+
+// TestWindowCut unwinds the qsort24 stack from windows cut short: each
+// gives a prefix of the whole stack and stops with StopWindow (or
+// complete, once the window holds the whole stack).
+func TestWindowCut(t *testing.T) {
+	u, d := qsort24(t)
+	whole, _ := u.Unwind(nil, d, &d.regs, d.stack)
+	for n := 0; n <= len(d.stack); n += 64 {
+		pcs, stop := u.Unwind(nil, d, &d.regs, d.stack[:n])
+		if !slices.Equal(pcs, whole[:len(pcs)]) {
+			t.Fatalf("window of %d bytes: %d frames that are not a prefix of the whole stack", n, len(pcs))
+		}
+		if stop != StopWindow && !(stop == StopComplete && len(pcs) == len(whole)) {
+			t.Errorf("window of %d bytes: %d frames, stop %v", n, len(pcs), stop)
+		}
+	}
+	// The same stack with sp moved up past the return address: the
+	// rules read below the window start.
+	regs := d.regs
+	regs[RegRSP] += 64
+	if _, stop := u.Unwind(nil, d, &regs, d.stack[64:]); stop == StopComplete {
+		t.Errorf("a stack with a wrong sp unwinds as complete")
+	}
+}
