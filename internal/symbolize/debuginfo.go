@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"hash/crc32"
 	"io"
@@ -236,4 +237,33 @@ func hasDWARF(f *elf.File) bool {
 		}
 	}
 	return false
+}
+
+// fetchDebugFile is the last resort of findDebugFile: the debug file of
+// f (hex build ID buildID, read from self) from the debuginfod cache or
+// servers, or nil when debuginfod is off, f has no build ID, or no server
+// has it (see debuginfodClient.cached). A cached file (or a known miss)
+// is answered at once. Otherwise, when fetcher is not nil, the download
+// starts in the background and fetchDebugFile returns nil: the fetcher
+// tells its Symbolizer when the file has arrived. With fetcher nil (a
+// LoadBinary outside a Symbolizer) it blocks for as long as the download
+// takes (DEBUGINFOD_TIMEOUT and DEBUGINFOD_MAXTIME bound it).
+func fetchDebugFile(f *elf.File, buildID string, self io.ReaderAt, fetcher *debuginfodFetcher) *debugFile {
+	c := currentDebuginfod()
+	if c == nil || !validBuildID(buildID) {
+		return nil
+	}
+	path, known := c.cached(buildID)
+	switch {
+	case known:
+	case fetcher != nil:
+		fetcher.start(c, elfKindOf(f), buildID)
+		return nil
+	default:
+		path = c.get(context.Background(), elfKindOf(f), buildID)
+	}
+	if path == "" {
+		return nil
+	}
+	return openDebugFile(debugPath{path: path}, f, buildID, self, nil)
 }

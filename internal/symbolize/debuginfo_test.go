@@ -3,29 +3,9 @@ package symbolize
 import (
 	"debug/elf"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
-
-// lookPath returns the path of tool, or skips the test naming why it
-// needs it.
-func lookPath(t testing.TB, tool, why string) string {
-	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		t.Skipf("skipping: %s not found in PATH; it %s", tool, why)
-	}
-	return p
-}
-
-// run runs a command and fails the test with its output on error.
-func run(t testing.TB, name string, args ...string) {
-	t.Helper()
-	if b, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, b)
-	}
-}
 
 // splitDebug builds testdata/prog.c (PIE, -g) and splits it as
 // distributions do: it returns the original, a copy stripped of .symtab

@@ -3,19 +3,8 @@ package symbolize
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"testing"
 )
-
-// mustRead returns the contents of path.
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // mustSymbols returns the .symtab symbols of f.
 func mustSymbols(t *testing.T, f *elf.File) []elf.Symbol {

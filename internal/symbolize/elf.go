@@ -143,19 +143,6 @@ func LoadBinary(r io.ReaderAt, opts LoadOptions) (b *Binary, err error) {
 	return b, nil
 }
 
-// openELF parses the ELF headers of r, reading at most maxHeaderRead
-// bytes for them, and returns the file with the reader that caps every
-// later read (maxLoadRead in all).
-func openELF(r io.ReaderAt) (*elf.File, *limitedReaderAt, error) {
-	lr := newLimitedReaderAt(r, maxHeaderRead)
-	f, err := elf.NewFile(lr)
-	if err != nil {
-		return nil, nil, err
-	}
-	lr.budget.Store(maxLoadRead)
-	return f, lr, nil
-}
-
 // DebugFile returns the path of the separate debug file that supplied
 // symbols or lines (a host path, as found through LoadOptions), or ""
 // when none was used.

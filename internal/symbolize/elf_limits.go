@@ -143,3 +143,16 @@ func checkSymbolTable(lr *limitedReaderAt, f *elf.File, typ elf.SectionType) err
 	}
 	return nil
 }
+
+// openELF parses the ELF headers of r, reading at most maxHeaderRead
+// bytes for them, and returns the file with the reader that caps every
+// later read (maxLoadRead in all).
+func openELF(r io.ReaderAt) (*elf.File, *limitedReaderAt, error) {
+	lr := newLimitedReaderAt(r, maxHeaderRead)
+	f, err := elf.NewFile(lr)
+	if err != nil {
+		return nil, nil, err
+	}
+	lr.budget.Store(maxLoadRead)
+	return f, lr, nil
+}

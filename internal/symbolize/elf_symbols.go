@@ -181,3 +181,25 @@ func (b *Binary) build(raws []rawSym) {
 		off += uint32(len(r.name))
 	}
 }
+
+// appendGoFuncs appends the functions of a Go binary's .gopclntab to raws.
+// It is the symbol source for Go binaries without .symtab (go build
+// -ldflags=-s, and the binaries go test and go run build). A missing or
+// unparsable table adds nothing: the other symbol tables still count.
+func appendGoFuncs(raws []rawSym, gt *goTable) []rawSym {
+	tab := gt.get()
+	if tab == nil {
+		return raws
+	}
+	for i := range tab.Funcs {
+		fn := &tab.Funcs[i]
+		if fn.End <= fn.Entry || fn.Name == "" {
+			continue
+		}
+		raws = append(raws, rawSym{
+			name: fn.Name, start: fn.Entry, size: fn.End - fn.Entry, limit: math.MaxUint64,
+			bind: elf.STB_GLOBAL, typ: elf.STT_FUNC,
+		})
+	}
+	return raws
+}

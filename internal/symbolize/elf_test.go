@@ -3,7 +3,6 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -68,56 +67,6 @@ func checkUnsized(t *testing.T, b *Binary, s, next elf.Symbol) {
 	}
 	if got, ok := b.Lookup(next.Value); !ok || got.Function != next.Name {
 		t.Errorf("Lookup(%#x) = %+v, %v; want %s", next.Value, got, ok, next.Name)
-	}
-}
-
-// gnuBuildID reads the build ID from the .note.gnu.build-id section.
-func gnuBuildID(t *testing.T, path string) string {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sec := f.Section(".note.gnu.build-id")
-	if sec == nil {
-		return ""
-	}
-	data, err := sec.Data()
-	if err != nil || len(data) < 16 {
-		t.Fatalf("read build-id note: %v", err)
-	}
-	return hex.EncodeToString(data[16:])
-}
-
-func TestBinaryBias(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		pie  bool
-		base uint64
-	}{
-		{"pie", true, 0x555555554000},
-		{"no-pie", false, 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			path := buildProg(t, tt.pie)
-			b, err := OpenBinary(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := textMapping(t, path, tt.base)
-			leaf := elfSymbol(t, path, "leaf")
-			got, ok := b.ELFAddress(tt.base+leaf.Value, m.Start, m.Offset)
-			if !ok || got != leaf.Value {
-				t.Errorf("ELFAddress(%#x, %#x, %#x) = %#x, %v; want %#x", tt.base+leaf.Value, m.Start, m.Offset, got, ok, leaf.Value)
-			}
-			if bias, ok := b.Bias(m.Start, m.Offset); !ok || bias != tt.base {
-				t.Errorf("Bias = %#x, %v; want %#x", bias, ok, tt.base)
-			}
-			if _, ok := b.Bias(m.Start, 1<<40); ok {
-				t.Error("Bias(offset past the file) ok")
-			}
-		})
 	}
 }
 

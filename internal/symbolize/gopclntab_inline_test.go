@@ -3,53 +3,9 @@ package symbolize
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// buildGo builds the Go package or file src into dir/name with
-// GOFLAGS= CGO_ENABLED=0 and the extra go build flags, and returns the
-// path. It skips the test when go is missing.
-func buildGo(t testing.TB, dir, name, src string, flags ...string) string {
-	t.Helper()
-	return buildGoWith(t, "", dir, name, src, flags...)
-}
-
-// buildGoWith is buildGo with the Go toolchain toolchain (GOTOOLCHAIN,
-// which the go command downloads once; "" for the go in PATH). With a
-// toolchain, src must be a single file: it is copied to dir and built
-// there, outside this module, whose go.mod asks for a newer Go.
-func buildGoWith(t testing.TB, toolchain, dir, name, src string, flags ...string) string {
-	t.Helper()
-	goTool := lookPath(t, "go", "builds the Go workloads of the .gopclntab tests")
-	bin := filepath.Join(dir, name)
-	env := append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0")
-	var cwd string
-	if toolchain != "" {
-		code, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cwd = filepath.Join(dir, "src-"+toolchain) // one path for all builds
-		src = filepath.Join(cwd, filepath.Base(src))
-		if err := os.MkdirAll(cwd, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(src, code, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		env = append(env, "GOTOOLCHAIN="+toolchain)
-	}
-	args := append(append([]string{"build", "-o", bin}, flags...), src)
-	cmd := exec.Command(goTool, args...)
-	cmd.Env, cmd.Dir = env, cwd
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v (GOTOOLCHAIN %q): %v\n%s", args, toolchain, err, out)
-	}
-	return bin
-}
 
 // goSources opens the ELF at path and returns its .gopclntab inline
 // decoder (nil when it cannot be used) and, when withDWARF, its DWARF

@@ -2,111 +2,14 @@ package symbolize
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"testing"
 )
 
 // Tests of the .gopclntab decoder's fallbacks and of its robustness to
 // corrupt tables; gopclntab_inline_test.go compares it with DWARF.
-
-// goinlineBinary builds testdata/goinline.go into t.TempDir() and
-// returns its bytes.
-func goinlineBinary(t testing.TB, flags ...string) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(buildGo(t, t.TempDir(), "goinline", "testdata/goinline.go", flags...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
-// breakModuledata overwrites, in the ELF image raw, every pointer-aligned
-// word of .go.module and .noptrdata that equals the address of
-// .gopclntab, so that runtime.firstmoduledata cannot be found.
-func breakModuledata(t *testing.T, raw []byte) {
-	t.Helper()
-	f, err := elf.NewFile(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcln := f.Section(".gopclntab").Addr
-	hits := 0
-	for _, name := range []string{".go.module", ".noptrdata"} {
-		s := f.Section(name)
-		if s == nil {
-			continue
-		}
-		for off := s.Offset; off+8 <= s.Offset+s.FileSize; off += 8 {
-			if binary.LittleEndian.Uint64(raw[off:]) == pcln {
-				binary.LittleEndian.PutUint64(raw[off:], 0)
-				hits++
-			}
-		}
-	}
-	if hits == 0 {
-		t.Fatal("no moduledata found to break")
-	}
-}
-
-// TestGoInlineFallback checks that a Go binary whose moduledata (so
-// go:func.*) cannot be found gets its lines from DWARF, or without DWARF
-// from gosym (goLines), and that the normal build uses the decoder.
-func TestGoInlineFallback(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		flags  []string
-		broken bool
-		want   string
-	}{
-		{"normal", nil, false, "*symbolize.goInlineLines"},
-		{"normal-no-moduledata", nil, true, "*symbolize.dwarfLines"},
-		{"stripped-no-moduledata", []string{"-ldflags=-s -w"}, true, "symbolize.goLines"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			raw := goinlineBinary(t, tc.flags...)
-			if tc.broken {
-				breakModuledata(t, raw)
-			}
-			b, err := LoadBinary(bytes.NewReader(raw), LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := fmt.Sprintf("%T", b.lines); got != tc.want {
-				t.Fatalf("line source %s, want %s", got, tc.want)
-			}
-			sym, ok := goFuncEntry(t, raw, "main.work")
-			if !ok {
-				t.Fatal("no main.work")
-			}
-			if ls := b.Lines(sym); len(ls) == 0 || ls[len(ls)-1].Function != "main.work" {
-				t.Errorf("Lines(main.work) = %v", ls)
-			}
-		})
-	}
-}
-
-// goFuncEntry returns the entry of the function name in the
-// .gopclntab of the ELF image raw, read by debug/gosym.
-func goFuncEntry(t testing.TB, raw []byte, name string) (uint64, bool) {
-	t.Helper()
-	f, lr, err := openELF(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab := (&goTable{f: f, lr: lr}).get()
-	if tab == nil {
-		return 0, false
-	}
-	if fn := tab.LookupFunc(name); fn != nil {
-		return fn.Entry, true
-	}
-	return 0, false
-}
 
 // TestGoInlineModuledata checks the runtime.text and go:func.* that the
 // moduledata scan finds against the symbol table (go tool nm's view),

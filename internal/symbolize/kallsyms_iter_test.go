@@ -7,43 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
 )
-
-// kallsymsRecords encodes /proc/kallsyms text as the BPF kallsyms
-// iterator's records (kallsyms_iter.go), one per non-empty line.
-func kallsymsRecords(t testing.TB, text []byte) []byte {
-	t.Helper()
-	var out []byte
-	for _, line := range strings.Split(string(text), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.SplitN(line, " ", 3)
-		if len(f) != 3 || len(f[1]) != 1 {
-			t.Fatalf("malformed kallsyms line %q", line)
-		}
-		addr, err := strconv.ParseUint(f[0], 16, 64)
-		if err != nil {
-			t.Fatalf("kallsyms line %q: %v", line, err)
-		}
-		name, mod, _ := strings.Cut(f[2], "\t")
-		mod = strings.TrimSuffix(strings.TrimPrefix(mod, "["), "]")
-		out = appendRecord(out, addr, f[1][0], name, mod)
-	}
-	return out
-}
-
-// appendRecord appends one iterator record to b.
-func appendRecord(b []byte, addr uint64, typ byte, name, mod string) []byte {
-	b = binary.LittleEndian.AppendUint64(b, addr)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
-	b = append(b, typ, byte(len(mod)))
-	return append(append(b, name...), mod...)
-}
 
 // sameKallsyms fails t unless got and want are the same table: the same
 // symbols (address, name, global, module), sections and Hidden.
@@ -189,94 +156,7 @@ func TestKallsymsIterErrors(t *testing.T) {
 	}
 }
 
-// fakeStream is an iterator stream that records being closed.
-type fakeStream struct {
-	io.Reader
-	closed int
-}
-
 func (f *fakeStream) Close() error { f.closed++; return nil }
-
-// TestKernelSymbolizerIterFallback: the iterator's table when it works;
-// the kallsyms file when it cannot be opened or its stream is corrupt,
-// with the iterator's error kept; both errors in the note when both
-// fail. Every stream opened is closed.
-func TestKernelSymbolizerIterFallback(t *testing.T) {
-	text, err := os.ReadFile("testdata/kallsyms.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var streams []*fakeStream
-	iter := func(data []byte) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) {
-			s := &fakeStream{Reader: bytes.NewReader(data)}
-			streams = append(streams, s)
-			return s, nil
-		}
-	}
-	failing := func() (io.ReadCloser, error) { return nil, errors.New("no BTF") }
-	// Only the iterator names abort_iter: it is not in the file.
-	iterText := strings.Replace(string(text), " abort\n", " abort_iter\n", 1)
-	const abort = 0xffffffff81001010
-	for _, tt := range []struct {
-		name      string
-		iter      func() (io.ReadCloser, error)
-		path      string
-		want      string // the function at abort
-		iterErr   string
-		noteWants []string
-	}{
-		{"iterator", iter(kallsymsRecords(t, []byte(iterText))), "testdata/kallsyms.txt", "abort_iter", "", nil},
-		{"no iterator", nil, "testdata/kallsyms.txt", "abort", "", nil},
-		{"iterator fails", failing, "testdata/kallsyms.txt", "abort", "no BTF", nil},
-		{"corrupt stream", iter([]byte("garbage, not records")), "testdata/kallsyms.txt", "abort", "malformed header", nil},
-		{"both fail", failing, "testdata/missing", "", "no BTF", []string{"testdata/missing", "no BTF"}},
-	} {
-		k := newKernelSymbolizer(nil, tt.iter, tt.path, t.TempDir())
-		fi := k.resolve(abort)
-		if fi.function != tt.want {
-			t.Errorf("%s: resolve(abort) = %q, want %q", tt.name, fi.function, tt.want)
-		}
-		if (k.iterErr == nil) != (tt.iterErr == "") || (k.iterErr != nil && !strings.Contains(k.iterErr.Error(), tt.iterErr)) {
-			t.Errorf("%s: iterator error %v, want one with %q", tt.name, k.iterErr, tt.iterErr)
-		}
-		for _, w := range tt.noteWants {
-			if !strings.Contains(k.note, w) {
-				t.Errorf("%s: note %q; want it to mention %q", tt.name, k.note, w)
-			}
-		}
-		if len(tt.noteWants) == 0 && k.note != "" {
-			t.Errorf("%s: note %q, want none", tt.name, k.note)
-		}
-	}
-	for i, s := range streams {
-		if s.closed != 1 {
-			t.Errorf("stream %d closed %d times, want once", i, s.closed)
-		}
-	}
-}
-
-// TestSymbolizerKallsymsIter: Options.KallsymsIter reaches the kernel
-// symbolizer, and hidden addresses from it give the kptr_restrict note.
-func TestSymbolizerKallsymsIter(t *testing.T) {
-	hidden := appendRecord(appendRecord(nil, 0, 'T', "_stext", ""), 0, 'T', "do_syscall_64", "")
-	s, err := New(Options{
-		ProcRoot:     t.TempDir(),
-		KallsymsPath: "testdata/kallsyms.txt",
-		KallsymsIter: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(hidden)), nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	st := s.Stack(1, []uint64{0xffffffff81002010}, nil)
-	if f := st.Frames[0]; f.Reason != ReasonKernelHidden {
-		t.Errorf("frame %+v, want reason %v", f, ReasonKernelHidden)
-	}
-	if note := s.Note(); !strings.Contains(note, "kptr_restrict") {
-		t.Errorf("Note() = %q; want it to mention kptr_restrict", note)
-	}
-}
 
 // FuzzKallsymsIterRecords: any stream parses or fails cleanly, and a
 // table that parses answers lookups sanely.

@@ -3,7 +3,6 @@ package symbolize
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 )
@@ -28,25 +27,6 @@ type kallsymsParser struct {
 // maxKallsymsLine is the longest line accepted (bytes); the kernel's
 // lines are under 600 bytes.
 const maxKallsymsLine = 64 << 10
-
-// readAll reads r to its end in large reads, starting with size bytes
-// and doubling.
-func readAll(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, cap(buf))
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
 
 // newKallsymsParser returns a parser whose table starts with room for
 // syms functions and names bytes of names; both grow as needed.
@@ -288,32 +268,3 @@ func (k *Kallsyms) dedup() {
 func isKernelText(typ byte) bool {
 	return typ == 't' || typ == 'T' || typ == 'w' || typ == 'W'
 }
-
-// parseHex parses the leading hex digits of b (at most 16) and returns the
-// value and how many bytes it used; ok is false when there are none or too
-// many.
-func parseHex(b []byte) (v uint64, n int, ok bool) {
-	for n < len(b) {
-		d := hexDigit[b[n]]
-		if d > 0xf {
-			break
-		}
-		v = v<<4 | uint64(d)
-		n++
-	}
-	return v, n, n > 0 && n <= 16
-}
-
-// hexDigit maps a byte to its value as a hex digit, or to 0xff.
-var hexDigit = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for i := 0; i < 10; i++ {
-		t['0'+i] = byte(i)
-	}
-	for i := 0; i < 6; i++ {
-		t['a'+i], t['A'+i] = byte(10+i), byte(10+i)
-	}
-	return t
-}()

@@ -1,7 +1,6 @@
 package symbolize
 
 import (
-	"debug/elf"
 	"testing"
 )
 
@@ -56,20 +55,4 @@ func benchLines(b *testing.B, path string, addrs []uint64) {
 		}
 	}
 	b.ReportMetric(float64(frames)/float64(len(addrs)), "frames/addr")
-}
-
-// findSymbol returns the .symtab symbol name of the ELF at path.
-func findSymbol(path, name string) (elf.Symbol, bool) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return elf.Symbol{}, false
-	}
-	defer f.Close()
-	syms, _ := f.Symbols()
-	for _, s := range syms {
-		if s.Name == name && s.Size > 0 {
-			return s, true
-		}
-	}
-	return elf.Symbol{}, false
 }

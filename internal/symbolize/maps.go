@@ -52,9 +52,6 @@ func (e *MapsSyntaxError) Error() string {
 
 const deletedSuffix = " (deleted)"
 
-// newline splits the line-based files this package parses.
-var newline = []byte{'\n'}
-
 // ParseMaps parses /proc/PID/maps text into its entries, in file order
 // (ascending Start). Malformed lines never stop it: they are skipped, and
 // the entries of all other lines come back together with a

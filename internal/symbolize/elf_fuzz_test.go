@@ -1,0 +1,34 @@
+package symbolize
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func FuzzNewBinary(f *testing.F) {
+	seed := tinyELF(f)
+	f.Add(seed)
+	f.Add(seed[:len(seed)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := LoadBinary(bytes.NewReader(data), LoadOptions{DebugDirs: []string{}})
+		if err != nil {
+			if !errors.Is(err, ErrBadELF) {
+				t.Errorf("error %v does not wrap ErrBadELF", err)
+			}
+			return
+		}
+		for _, p := range b.Loads() {
+			b.Bias(0x400000, p.Off)
+		}
+		n := min(b.Len(), 64)
+		for i := 0; i < n; i++ {
+			s := &b.syms[i]
+			if sym, ok := b.Lookup(s.start); !ok || sym.Start > s.start {
+				t.Errorf("Lookup(%#x) = %+v, %v", s.start, sym, ok)
+			}
+			b.Lines(s.start)
+			b.Lines(s.end - 1)
+		}
+	})
+}
