@@ -28,7 +28,8 @@ import (
 	"time"
 
 	"github.com/gprofile/gprofile/internal/attach"
-	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func main() {
 	case "warm":
 		err = warm(args)
 	case "kallsyms":
-		err = kallsyms(args)
+		err = kallsymsCmd(args)
 	case "time":
 		err = timeCmd(args)
 	case "compare":
@@ -91,7 +92,7 @@ func addr2line(args []string) error {
 	fs := flag.NewFlagSet("addr2line", flag.ExitOnError)
 	bin := fs.String("e", "", "binary")
 	fs.Parse(args)
-	b, err := symbolize.OpenBinary(*bin)
+	b, err := objfile.Open(*bin)
 	if err != nil {
 		return err
 	}
@@ -145,7 +146,7 @@ func warm(args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := symbolize.OpenBinary(*bin)
+	b, err := objfile.Open(*bin)
 	if err != nil {
 		return err
 	}
@@ -182,33 +183,33 @@ func cpuTime() time.Duration {
 // kallsyms times the kernel symbol table's load n times from one source
 // and prints the fastest and the median in ms, with the symbols kept:
 //
-//	-source text  LoadKallsyms("/proc/kallsyms") (load_*), and reading the
+//	-source text  kallsyms.Load("/proc/kallsyms") (load_*), and reading the
 //	              file alone in 64 KiB reads (read_*)
-//	-source iter  attach.OpenKallsymsIter + ParseKallsymsIter (load_*)
+//	-source iter  attach.OpenKallsymsIter + kallsyms.ParseIter (load_*)
 //	              with kernel BTF decoded (warm), after a first load that
 //	              decodes it (cold_load; run a fresh symbench for each
 //	              cold sample); the open alone: load, verify and attach
 //	              the program (open_*); and opening and reading the
 //	              stream alone (read_*)
-func kallsyms(args []string) error {
+func kallsymsCmd(args []string) error {
 	fs := flag.NewFlagSet("kallsyms", flag.ExitOnError)
 	n := fs.Int("n", 10, "repetitions")
 	source := fs.String("source", "text", "text (/proc/kallsyms) or iter (the BPF kallsyms iterator)")
 	fs.Parse(args)
-	var load func() (*symbolize.Kallsyms, error)
+	var load func() (*kallsyms.Table, error)
 	var read, open func() error
 	switch *source {
 	case "text":
-		load = func() (*symbolize.Kallsyms, error) { return symbolize.LoadKallsyms("/proc/kallsyms") }
+		load = func() (*kallsyms.Table, error) { return kallsyms.Load("/proc/kallsyms") }
 		read = func() error { return drain(os.Open("/proc/kallsyms")) }
 	case "iter":
-		load = func() (*symbolize.Kallsyms, error) {
+		load = func() (*kallsyms.Table, error) {
 			r, err := attach.OpenKallsymsIter()
 			if err != nil {
 				return nil, err
 			}
 			defer r.Close()
-			return symbolize.ParseKallsymsIter(r)
+			return kallsyms.ParseIter(r)
 		}
 		read = func() error { return drain(attach.OpenKallsymsIter()) }
 		open = func() error {

@@ -1,6 +1,11 @@
 package symbolize
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+)
 
 func TestBinaryBias(t *testing.T) {
 	for _, tt := range []struct {
@@ -12,13 +17,13 @@ func TestBinaryBias(t *testing.T) {
 		{"no-pie", false, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			path := buildProg(t, tt.pie)
-			b, err := OpenBinary(path)
+			path := symtest.BuildProg(t, tt.pie)
+			b, err := objfile.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			m := textMapping(t, path, tt.base)
-			leaf := elfSymbol(t, path, "leaf")
+			leaf := symtest.ElfSymbol(t, path, "leaf")
 			got, ok := b.ELFAddress(tt.base+leaf.Value, m.Start, m.Offset)
 			if !ok || got != leaf.Value {
 				t.Errorf("ELFAddress(%#x, %#x, %#x) = %#x, %v; want %#x", tt.base+leaf.Value, m.Start, m.Offset, got, ok, leaf.Value)

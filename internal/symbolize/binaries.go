@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +43,9 @@ func keyOf(e *MapsEntry) binKey {
 // the file). Open failures are not cached here, since another process
 // may be able to open the same file.
 type binEntry struct {
-	file    *os.File    // open, not read yet; nil once read
-	opts    LoadOptions // how to read it (its root is closed once read)
-	bin     *Binary
+	file    *os.File          // open, not read yet; nil once read
+	opts    debuginfo.Options // how to read it (its root is closed once read)
+	bin     *objfile.Binary
 	reason  Reason
 	buildID string // of a file that is not usable ELF, if its notes say
 	stale   bool   // bin lacks a debug file debuginfod has since sent
@@ -57,7 +61,7 @@ func isFilePath(path string) bool {
 // root (p's root, or nil), unless it is cached already or too many files
 // are open: so that the binary can still be read when the process has
 // exited or the file was deleted by the time its addresses are looked up.
-func (s *Symbolizer) prepare(p *process, m *procMapping, root *rootDir) {
+func (s *Symbolizer) prepare(p *process, m *procMapping, root *elfio.Root) {
 	e := &m.entry
 	if !isFilePath(e.Path) || s.pending >= maxPendingFiles {
 		return
@@ -103,7 +107,7 @@ func (s *Symbolizer) open(p *process, m *procMapping) {
 // binary returns the Binary of the file behind e, from the cache (read
 // now if it was only opened) or read through process pid's view of the
 // file system.
-func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*Binary, Reason) {
+func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*objfile.Binary, Reason) {
 	key := keyOf(e)
 	be, ok := s.bins[key]
 	if !ok {
@@ -150,7 +154,7 @@ func (s *Symbolizer) buildIDOf(e *MapsEntry) string {
 	return ""
 }
 
-// fileBuildID returns the GNU build ID of an ELF file that LoadBinary
+// fileBuildID returns the GNU build ID of an ELF file that objfile.Load
 // refused (its symbol tables corrupt, say) when its headers and notes
 // can still be read, so that its frames can be symbolized later
 // elsewhere; "" otherwise.
@@ -160,11 +164,11 @@ func fileBuildID(r io.ReaderAt) (id string) {
 			id = ""
 		}
 	}()
-	f, _, err := openELF(r)
+	f, _, err := elfio.OpenELF(r)
 	if err != nil {
 		return ""
 	}
-	return buildID(f)
+	return elfio.BuildID(f)
 }
 
 // load reads the opened binary of be and closes its file. It releases
@@ -172,8 +176,8 @@ func fileBuildID(r io.ReaderAt) (id string) {
 // Observe goes on; only Stack loads, so no other load of be can start.
 func (s *Symbolizer) load(be *binEntry) {
 	s.mu.Unlock()
-	b, err := LoadBinary(be.file, be.opts)
-	if err != nil && errors.Is(err, ErrBadELF) {
+	b, err := objfile.Load(be.file, be.opts)
+	if err != nil && errors.Is(err, objfile.ErrBadELF) {
 		be.buildID = fileBuildID(be.file)
 	}
 	s.mu.Lock()
@@ -183,7 +187,7 @@ func (s *Symbolizer) load(be *binEntry) {
 		be.bin = b
 	case be.bin != nil:
 		// Read again (see reload) and failed: keep the first reading.
-	case errors.Is(err, ErrBadELF):
+	case errors.Is(err, objfile.ErrBadELF):
 		be.reason = ReasonBadELF
 	default:
 		be.reason = ReasonNoAccess
@@ -224,8 +228,8 @@ func (s *Symbolizer) release(be *binEntry) {
 		return
 	}
 	be.file.Close()
-	be.opts.root.Close()
-	be.file, be.opts.root = nil, nil
+	be.opts.Root.Close()
+	be.file, be.opts.Root = nil, nil
 	s.pending--
 }
 
@@ -236,13 +240,13 @@ func (s *Symbolizer) release(be *binEntry) {
 // path now holds another inode; else <ProcRoot>/PID/map_files/<start>-<limit>
 // (the mapped file itself, deleted or not; needs CAP_SYS_ADMIN); else
 // <ProcRoot>/PID/exe when it is that inode. root is the process's root
-// if the caller has it open, else nil. The LoadOptions say where its
+// if the caller has it open, else nil. The debuginfo.Options say where its
 // .gnu_debuglink file may be: next to it, inside the process's root.
-func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.File, LoadOptions, error) {
-	opts := LoadOptions{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, fetch: s.fetch}
+func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *elfio.Root) (*os.File, debuginfo.Options, error) {
+	opts := debuginfo.Options{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, Fetch: s.fetch}
 	var firstErr error
 	if root == nil {
-		r, err := openRoot(s.procPath(pid, "root"))
+		r, err := elfio.OpenRoot(s.procPath(pid, "root"))
 		if err != nil {
 			firstErr = err
 		} else {
@@ -251,9 +255,9 @@ func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.Fi
 		}
 	}
 	if root != nil {
-		opts.root, _ = root.dup()
+		opts.Root, _ = root.Dup()
 	}
-	if opts.root == nil {
+	if opts.Root == nil {
 		opts.Dir = ""
 	}
 	var other *os.File // opened by path, but another inode than the mapping's
@@ -261,7 +265,7 @@ func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.Fi
 		if root == nil {
 			break
 		}
-		f, err := root.open(path, maxBinaryBytes)
+		f, err := root.Open(path, elfio.MaxBinaryBytes)
 		switch {
 		case err != nil:
 			firstErr = cmpErr(firstErr, err)
@@ -277,7 +281,7 @@ func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.Fi
 		}
 	}
 	for _, name := range []string{fmt.Sprintf("map_files/%x-%x", e.Start, e.Limit), "exe"} {
-		f, err := openRegular(s.procPath(pid, name), maxBinaryBytes)
+		f, err := elfio.OpenRegular(s.procPath(pid, name), elfio.MaxBinaryBytes)
 		if err != nil {
 			firstErr = cmpErr(firstErr, err)
 			continue
@@ -296,11 +300,11 @@ func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *rootDir) (*os.Fi
 		// this file than none.
 		return other, opts, nil
 	}
-	opts.root.Close()
+	opts.Root.Close()
 	if firstErr == nil {
 		firstErr = errors.New("no way to open it")
 	}
-	return nil, LoadOptions{}, fmt.Errorf("open %s: %w", e.Path, firstErr)
+	return nil, debuginfo.Options{}, fmt.Errorf("open %s: %w", e.Path, firstErr)
 }
 
 // pathCandidates returns the paths under which the file of e may be
@@ -342,10 +346,10 @@ func sameInode(f *os.File, ino uint64) bool {
 // vdsoFor returns the Binary of the vDSO for a [vdso] mapping: our own
 // vDSO, read once, which every process of this kernel shares when it is of
 // our word size (checked by the mapping's size). nil when unavailable.
-func (s *Symbolizer) vdsoFor(e *MapsEntry) *Binary {
+func (s *Symbolizer) vdsoFor(e *MapsEntry) *objfile.Binary {
 	if !s.vdsoTried {
 		s.vdsoTried = true
-		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &LoadOptions{DebugDirs: s.debugDirs, fetch: s.fetch})
+		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &debuginfo.Options{DebugDirs: s.debugDirs, Fetch: s.fetch})
 	}
 	if s.vdso == nil || e.Limit-e.Start != s.vdsoSize {
 		return nil
@@ -357,10 +361,10 @@ func (s *Symbolizer) vdsoFor(e *MapsEntry) *Binary {
 // [vdso] mapping of <procRoot>/self/maps, and returns it with its size in
 // bytes. Its debug file, if any (linux-image-*-dbg ships one), is found
 // by build ID as opts says (opts.DebugDirs, then debuginfod); nil opts
-// means the zero LoadOptions.
-func loadVDSO(procRoot string, opts *LoadOptions) (*Binary, uint64) {
+// means the zero debuginfo.Options.
+func loadVDSO(procRoot string, opts *debuginfo.Options) (*objfile.Binary, uint64) {
 	if opts == nil {
-		opts = &LoadOptions{}
+		opts = &debuginfo.Options{}
 	}
 	data, err := os.ReadFile(procRoot + "/self/maps")
 	if err != nil {
@@ -380,7 +384,7 @@ func loadVDSO(procRoot string, opts *LoadOptions) (*Binary, uint64) {
 		if _, err := mem.ReadAt(img, int64(e.Start)); err != nil {
 			return nil, 0
 		}
-		b, err := LoadBinary(bytes.NewReader(img), *opts)
+		b, err := objfile.Load(bytes.NewReader(img), *opts)
 		if err != nil {
 			return nil, 0
 		}

@@ -157,7 +157,7 @@ func (c *callSites) file(s *Symbolizer, pid uint32, e *MapsEntry) *os.File {
 	if err != nil {
 		return nil
 	}
-	opts.root.Close() // only the file itself is read
+	opts.Root.Close() // only the file itself is read
 	if len(c.files) == callFilesMax {
 		c.files[0].f.Close()
 		c.files = append(c.files[:0], c.files[1:]...)

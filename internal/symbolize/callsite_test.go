@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
 func TestAMD64EndsWithCall(t *testing.T) {
@@ -231,7 +233,7 @@ func TestBadReturnAddress(t *testing.T) {
 	if codeArch == "" {
 		t.Skipf("skipping: no call decoder for %s", runtime.GOARCH)
 	}
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 71, 0x555555554000
 	fp := newFakeProc(t)
 	text := textMapping(t, bin, base)
@@ -241,7 +243,7 @@ func TestBadReturnAddress(t *testing.T) {
 
 	var ret, inside uint64 // in mangled: after its call of middle; after the call's first byte
 	code := textBytes(t, bin)
-	mangled := elfSymbol(t, bin, "_ZN2ns7mangledEi")
+	mangled := symtest.ElfSymbol(t, bin, "_ZN2ns7mangledEi")
 	for _, in := range objdumpInsns(t, bin) {
 		if in.addr >= mangled.Value && in.addr < mangled.Value+mangled.Size && in.call && ret == 0 {
 			ret, inside = in.addr+uint64(in.size), in.addr+1
@@ -253,7 +255,7 @@ func TestBadReturnAddress(t *testing.T) {
 	if code.endsWithCall(inside) {
 		t.Skipf("the bytes before %#x happen to encode a call", inside)
 	}
-	leaf := elfSymbol(t, bin, "leaf")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	s.Stack(pid, nil, []uint64{base + leaf.Value, base + ret, base + inside, 0x10})
 	for _, tc := range []struct {
 		name string
@@ -292,7 +294,7 @@ func TestBadReturnAddress(t *testing.T) {
 // executable ([stack], [heap]) surely is no return address; one in no
 // mapping at all may be a library mapped later, and is not judged.
 func TestBadReturnAddressInData(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 9, 0x555555554000
 	text := textMapping(t, bin, base)
 	stack := MapsEntry{Start: 0x7ffd00000000, Limit: 0x7ffd00021000, Perms: "rw-p", Path: "[stack]"}

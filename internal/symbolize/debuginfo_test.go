@@ -5,6 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 // splitDebug builds testdata/prog.c (PIE, -g) and splits it as
@@ -13,12 +17,12 @@ import (
 // one new temporary directory.
 func splitDebug(t testing.TB) (orig, stripped, debug string) {
 	t.Helper()
-	objcopy := lookPath(t, "objcopy", "splits debug information off the test binary")
-	orig = buildProg(t, true)
+	objcopy := symtest.LookPath(t, "objcopy", "splits debug information off the test binary")
+	orig = symtest.BuildProg(t, true)
 	dir := t.TempDir()
 	stripped, debug = filepath.Join(dir, "prog"), filepath.Join(dir, "prog.debug")
-	run(t, objcopy, "--only-keep-debug", orig, debug)
-	run(t, objcopy, "--strip-debug", "--strip-unneeded", orig, stripped)
+	symtest.Run(t, objcopy, "--only-keep-debug", orig, debug)
+	symtest.Run(t, objcopy, "--strip-debug", "--strip-unneeded", orig, stripped)
 	return orig, stripped, debug
 }
 
@@ -37,15 +41,15 @@ func copyFile(t testing.TB, src, dst string) {
 	}
 }
 
-// loadFile runs LoadBinary on the file at path.
-func loadFile(t testing.TB, path string, opts LoadOptions) *Binary {
+// loadFile runs objfile.Load on the file at path.
+func loadFile(t testing.TB, path string, opts debuginfo.Options) *objfile.Binary {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b, err := LoadBinary(f, opts)
+	b, err := objfile.Load(f, opts)
 	if err != nil {
 		t.Fatalf("LoadBinary(%s): %v", path, err)
 	}
@@ -54,9 +58,9 @@ func loadFile(t testing.TB, path string, opts LoadOptions) *Binary {
 
 // checkNamed checks that b names the address of orig's symbol name (a
 // function only .symtab has) as name, or, when !want, does not.
-func checkNamed(t *testing.T, b *Binary, orig, name string, want bool) {
+func checkNamed(t *testing.T, b *objfile.Binary, orig, name string, want bool) {
 	t.Helper()
-	s := elfSymbol(t, orig, name)
+	s := symtest.ElfSymbol(t, orig, name)
 	got, ok := b.Lookup(s.Value + 1)
 	if named := ok && got.Function == name; named != want {
 		t.Errorf("Lookup(%s+1) = %+v, %v; want named %v", name, got, ok, want)
@@ -65,18 +69,18 @@ func checkNamed(t *testing.T, b *Binary, orig, name string, want bool) {
 
 func TestDebugFileByBuildID(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	id := gnuBuildID(t, orig)
+	id := symtest.GnuBuildID(t, orig)
 	root := t.TempDir()
 	want := filepath.Join(root, ".build-id", id[:2], id[2:]+".debug")
 	copyFile(t, debug, want)
 
-	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{t.TempDir(), root}})
+	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{t.TempDir(), root}})
 	checkNamed(t, b, orig, "leaf", true)
 	checkNamed(t, b, orig, "middle", true)
 	if b.DebugFile() != want || b.BuildID() != id {
 		t.Errorf("DebugFile() = %q, BuildID() = %q; want %q, %q", b.DebugFile(), b.BuildID(), want, id)
 	}
-	leaf := elfSymbol(t, orig, "leaf")
+	leaf := symtest.ElfSymbol(t, orig, "leaf")
 	if got := b.Lines(leaf.Value + 1); len(got) != 1 || filepath.Base(got[0].File) != "prog.c" || got[0].Line == 0 {
 		t.Errorf("Lines(leaf+1) = %+v; want a line of prog.c from the debug file", got)
 	}
@@ -84,7 +88,7 @@ func TestDebugFileByBuildID(t *testing.T) {
 		t.Errorf("Loads() = %v, Type() = %v; want the stripped binary's", b.Loads(), b.Type())
 	}
 
-	none := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	none := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 	checkNamed(t, none, orig, "leaf", false)
 	if none.DebugFile() != "" || none.Lines(leaf.Value+1) != nil {
 		t.Errorf("without debug dirs DebugFile() = %q", none.DebugFile())
@@ -93,17 +97,17 @@ func TestDebugFileByBuildID(t *testing.T) {
 
 func TestDebugFileByDebugLink(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	objcopy := lookPath(t, "objcopy", "adds .gnu_debuglink")
+	objcopy := symtest.LookPath(t, "objcopy", "adds .gnu_debuglink")
 	linked := filepath.Join(t.TempDir(), "linked")
-	run(t, objcopy, "--add-gnu-debuglink="+debug, stripped, linked)
+	symtest.Run(t, objcopy, "--add-gnu-debuglink="+debug, stripped, linked)
 	dir, global := filepath.Dir(linked), t.TempDir()
 	for _, tt := range []struct {
 		name, path string
-		opts       LoadOptions
+		opts       debuginfo.Options
 	}{
-		{"next to it", filepath.Join(dir, "prog.debug"), LoadOptions{DebugDirs: []string{}, Dir: dir}},
-		{".debug", filepath.Join(dir, ".debug", "prog.debug"), LoadOptions{DebugDirs: []string{}, Dir: dir}},
-		{"global", filepath.Join(global, "opt/app/prog.debug"), LoadOptions{DebugDirs: []string{global}, Dir: dir, OrigDir: "/opt/app"}},
+		{"next to it", filepath.Join(dir, "prog.debug"), debuginfo.Options{DebugDirs: []string{}, Dir: dir}},
+		{".debug", filepath.Join(dir, ".debug", "prog.debug"), debuginfo.Options{DebugDirs: []string{}, Dir: dir}},
+		{"global", filepath.Join(global, "opt/app/prog.debug"), debuginfo.Options{DebugDirs: []string{global}, Dir: dir, OrigDir: "/opt/app"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			copyFile(t, debug, tt.path)
@@ -134,10 +138,10 @@ func TestDebugFileByDebugLink(t *testing.T) {
 
 func TestDebugFileRejected(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	objcopy := lookPath(t, "objcopy", "splits debug information off the test binary")
+	objcopy := symtest.LookPath(t, "objcopy", "splits debug information off the test binary")
 	other := filepath.Join(t.TempDir(), "other.debug") // another build ID
-	run(t, objcopy, "--only-keep-debug", buildProg(t, false), other)
-	id := gnuBuildID(t, orig)
+	symtest.Run(t, objcopy, "--only-keep-debug", symtest.BuildProg(t, false), other)
+	id := symtest.GnuBuildID(t, orig)
 	root := t.TempDir()
 	path := filepath.Join(root, ".build-id", id[:2], id[2:]+".debug")
 	junk := filepath.Join(t.TempDir(), "junk")
@@ -153,7 +157,7 @@ func TestDebugFileRejected(t *testing.T) {
 		{"matching", debug, true},
 	} {
 		copyFile(t, tt.src, path)
-		b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{root}})
+		b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{root}})
 		checkNamed(t, b, orig, "leaf", tt.used)
 		if used := b.DebugFile() != ""; used != tt.used {
 			t.Errorf("%s: DebugFile() = %q", tt.name, b.DebugFile())
@@ -163,21 +167,21 @@ func TestDebugFileRejected(t *testing.T) {
 
 func TestMiniDebugInfo(t *testing.T) {
 	orig, _, debug := splitDebug(t)
-	objcopy := lookPath(t, "objcopy", "builds a MiniDebugInfo binary")
-	xzPath := lookPath(t, "xz", "compresses the MiniDebugInfo section (apt install xz-utils)")
+	objcopy := symtest.LookPath(t, "objcopy", "builds a MiniDebugInfo binary")
+	xzPath := symtest.LookPath(t, "xz", "compresses the MiniDebugInfo section (apt install xz-utils)")
 	dir := t.TempDir()
 	mini, mini2 := filepath.Join(dir, "mini"), filepath.Join(dir, "mini.xz")
-	run(t, objcopy, "--strip-debug", "--remove-section=.comment", debug, mini)
-	run(t, xzPath, "-z", "-k", mini)
+	symtest.Run(t, objcopy, "--strip-debug", "--remove-section=.comment", debug, mini)
+	symtest.Run(t, xzPath, "-z", "-k", mini)
 	bin := filepath.Join(dir, "prog")
-	run(t, objcopy, "--strip-all", "--add-section", ".gnu_debugdata="+mini2, orig, bin)
+	symtest.Run(t, objcopy, "--strip-all", "--add-section", ".gnu_debugdata="+mini2, orig, bin)
 	if f, err := elf.Open(bin); err != nil || f.Section(".symtab") != nil || f.Section(".gnu_debugdata") == nil {
 		t.Fatalf("fixture: %s must have .gnu_debugdata and no .symtab (%v)", bin, err)
 	}
-	b := loadFile(t, bin, LoadOptions{DebugDirs: []string{}})
+	b := loadFile(t, bin, debuginfo.Options{DebugDirs: []string{}})
 	checkNamed(t, b, orig, "leaf", true)
 	checkNamed(t, b, orig, "_ZN2ns7mangledEi", false) // named ns::mangled(int)
-	if got, ok := b.Lookup(elfSymbol(t, orig, "_ZN2ns7mangledEi").Value); !ok || got.Function != "ns::mangled(int)" {
+	if got, ok := b.Lookup(symtest.ElfSymbol(t, orig, "_ZN2ns7mangledEi").Value); !ok || got.Function != "ns::mangled(int)" {
 		t.Errorf("Lookup(mangled) = %+v, %v", got, ok)
 	}
 	if b.DebugFile() != "" {
@@ -186,7 +190,7 @@ func TestMiniDebugInfo(t *testing.T) {
 }
 
 func TestUnxzLimits(t *testing.T) {
-	xzPath := lookPath(t, "xz", "makes the xz test input (apt install xz-utils)")
+	xzPath := symtest.LookPath(t, "xz", "makes the xz test input (apt install xz-utils)")
 	plain := make([]byte, 100000)
 	for i := range plain {
 		plain[i] = byte(i * 7 % 251)
@@ -195,26 +199,26 @@ func TestUnxzLimits(t *testing.T) {
 	if err := os.WriteFile(in, plain, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run(t, xzPath, "-z", "-k", in)
+	symtest.Run(t, xzPath, "-z", "-k", in)
 	data, err := os.ReadFile(in + ".xz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := unxz(data, 1<<20); err != nil || string(out) != string(plain) {
+	if out, err := debuginfo.Unxz(data, 1<<20); err != nil || string(out) != string(plain) {
 		t.Fatalf("unxz = %d bytes, %v; want %d bytes", len(out), err, len(plain))
 	}
-	if _, err := unxz(data, 1000); err == nil {
+	if _, err := debuginfo.Unxz(data, 1000); err == nil {
 		t.Error("unxz over the size cap succeeded")
 	}
 	for _, n := range []int{0, 12, 31, len(data) / 2, len(data) - 1} {
-		if _, err := unxz(data[:n], 1<<20); err == nil {
+		if _, err := debuginfo.Unxz(data[:n], 1<<20); err == nil {
 			t.Errorf("unxz(first %d bytes) succeeded", n)
 		}
 	}
 	for i := 0; i < len(data); i += 3 {
 		bad := append([]byte(nil), data...)
 		bad[i] ^= 0x5a
-		unxz(bad, 1<<20) // must not panic
+		debuginfo.Unxz(bad, 1<<20) // must not panic
 	}
 }
 
@@ -223,16 +227,16 @@ func TestUnxzLimits(t *testing.T) {
 // sees it (through <ProcRoot>/PID/root).
 func TestStackDebugFiles(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	objcopy := lookPath(t, "objcopy", "adds .gnu_debuglink")
+	objcopy := symtest.LookPath(t, "objcopy", "adds .gnu_debuglink")
 	linked := filepath.Join(t.TempDir(), "linked")
-	run(t, objcopy, "--add-gnu-debuglink="+debug, stripped, linked)
+	symtest.Run(t, objcopy, "--add-gnu-debuglink="+debug, stripped, linked)
 	copyFile(t, debug, filepath.Join(filepath.Dir(linked), ".debug", "prog.debug"))
-	id := gnuBuildID(t, orig)
+	id := symtest.GnuBuildID(t, orig)
 	root := t.TempDir()
 	copyFile(t, debug, filepath.Join(root, ".build-id", id[:2], id[2:]+".debug"))
 
 	const base = 0x555555554000
-	leaf := base + elfSymbol(t, orig, "leaf").Value
+	leaf := base + symtest.ElfSymbol(t, orig, "leaf").Value
 	for _, tt := range []struct {
 		name, bin string
 		dirs      []string

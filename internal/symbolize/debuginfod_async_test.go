@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
 // waitGeneration waits up to d for s.Generation() to reach want.
@@ -15,7 +18,7 @@ func waitGeneration(t *testing.T, s *Symbolizer, want uint64, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for s.Generation() < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("Generation() = %d after %v, want %d (note: %q)", s.Generation(), d, want, DebuginfodNote())
+			t.Fatalf("Generation() = %d after %v, want %d (note: %q)", s.Generation(), d, want, debuginfod.Note())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -26,7 +29,7 @@ func waitGeneration(t *testing.T, s *Symbolizer, want uint64, d time.Duration) {
 func symbolsOnly(t *testing.T, orig string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "prog")
-	run(t, lookPath(t, "objcopy", "strips the test binary"), "--strip-debug", orig, out)
+	symtest.Run(t, symtest.LookPath(t, "objcopy", "strips the test binary"), "--strip-debug", orig, out)
 	return out
 }
 
@@ -37,7 +40,7 @@ func symbolsOnly(t *testing.T, orig string) string {
 func TestDebuginfodBackground(t *testing.T) {
 	orig, _, debug := splitDebug(t)
 	bin := symbolsOnly(t, orig)
-	id := gnuBuildID(t, orig)
+	id := symtest.GnuBuildID(t, orig)
 	const delay = time.Second
 	srv := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -54,7 +57,7 @@ func TestDebuginfodBackground(t *testing.T) {
 	setDebuginfodEnv(t, srv.URL, "")
 
 	const base = 0x555555554000
-	leaf := base + elfSymbol(t, orig, "leaf").Value + 1
+	leaf := base + symtest.ElfSymbol(t, orig, "leaf").Value + 1
 	fp := newFakeProc(t)
 	fp.setMaps(1, textMapping(t, bin, base))
 	s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}})
@@ -81,7 +84,7 @@ func TestDebuginfodBackground(t *testing.T) {
 	if n := srv.hits.Load(); n != 1 {
 		t.Errorf("the server got %d requests, want 1", n)
 	}
-	if note := DebuginfodNote(); !strings.Contains(note, "1 debug files downloaded") || !strings.Contains(note, "0 from the cache") {
+	if note := debuginfod.Note(); !strings.Contains(note, "1 debug files downloaded") || !strings.Contains(note, "0 from the cache") {
 		t.Errorf("DebuginfodNote() = %q", note)
 	}
 }
@@ -109,7 +112,7 @@ func TestDebuginfodCloseCancels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Stack(1, nil, []uint64{base + elfSymbol(t, orig, "leaf").Value + 1})
+	s.Stack(1, nil, []uint64{base + symtest.ElfSymbol(t, orig, "leaf").Value + 1})
 	for srv.hits.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -128,7 +131,7 @@ func TestDebuginfodCloseCancels(t *testing.T) {
 	if ended.Load() == 0 {
 		t.Error("the server's request still runs after Close: not cancelled")
 	}
-	if note := DebuginfodNote(); !strings.Contains(note, "1 unfinished at exit") || strings.Contains(note, "1 failed") {
+	if note := debuginfod.Note(); !strings.Contains(note, "1 unfinished at exit") || strings.Contains(note, "1 failed") {
 		t.Errorf("DebuginfodNote() = %q; want 1 unfinished, none failed", note)
 	}
 	s.Close() // idempotent
@@ -151,29 +154,29 @@ func TestDebuginfodFetcherLimits(t *testing.T) {
 		http.NotFound(w, r)
 	})
 	setDebuginfodEnv(t, srv.URL, "30")
-	c := currentDebuginfod()
-	d := newDebuginfodFetcher()
-	defer d.close()
+	c := debuginfod.Current()
+	d := debuginfod.NewFetcher()
+	defer d.Close()
 	for _, id := range []string{"aaaa", "bbbb", "aaaa", "cccc", "bbbb"} {
-		d.start(c, elfKind{}, id)
+		d.Start(c, debuginfod.Kind{}, id)
 	}
-	for srv.hits.Load() < maxDebuginfodDownloads {
+	for srv.hits.Load() < debuginfod.MaxDownloads {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := srv.hits.Load(); n != maxDebuginfodDownloads {
-		t.Errorf("%d requests under way, want %d", n, maxDebuginfodDownloads)
+	if n := srv.hits.Load(); n != debuginfod.MaxDownloads {
+		t.Errorf("%d requests under way, want %d", n, debuginfod.MaxDownloads)
 	}
 	close(release)
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(DebuginfodNote(), "3 not found") {
+	for !strings.Contains(debuginfod.Note(), "3 not found") {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests, note %q; want 3, 3 not found", srv.hits.Load(), DebuginfodNote())
+			t.Fatalf("%d requests, note %q; want 3, 3 not found", srv.hits.Load(), debuginfod.Note())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	d.close()
-	if n, m := srv.hits.Load(), most.Load(); n != 3 || m != maxDebuginfodDownloads {
-		t.Errorf("%d requests, at most %d at once; want 3, %d", n, m, maxDebuginfodDownloads)
+	d.Close()
+	if n, m := srv.hits.Load(), most.Load(); n != 3 || m != debuginfod.MaxDownloads {
+		t.Errorf("%d requests, at most %d at once; want 3, %d", n, m, debuginfod.MaxDownloads)
 	}
 }

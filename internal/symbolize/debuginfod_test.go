@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
 // The package's tests never reach a real debuginfod server, whatever the
@@ -60,9 +64,7 @@ func setDebuginfodEnv(t *testing.T, urls, timeout string) string {
 // forgetDebuginfod drops the client, and what it remembers, as a new
 // run of the program starts without it.
 func forgetDebuginfod() {
-	debuginfodState.mu.Lock()
-	defer debuginfodState.mu.Unlock()
-	debuginfodState.key, debuginfodState.client = "", nil
+	debuginfod.Reset()
 }
 
 // TestDebuginfodStack: a stripped binary (no .symtab, no DWARF, no debug
@@ -72,12 +74,12 @@ func forgetDebuginfod() {
 // lookups, in this run or the next, use the cache at once.
 func TestDebuginfodStack(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	id := gnuBuildID(t, orig)
+	id := symtest.GnuBuildID(t, orig)
 	srv := newDebuginfodServer(t, map[string]string{id: debug}, nil)
 	cache := setDebuginfodEnv(t, "ftp://ignored.example "+srv.URL+"/", "")
 
 	const base = 0x555555554000
-	leaf := base + elfSymbol(t, orig, "leaf").Value + 1
+	leaf := base + symtest.ElfSymbol(t, orig, "leaf").Value + 1
 	for run := 0; run < 3; run++ {
 		if run == 2 {
 			forgetDebuginfod() // a new run: only the disk cache is left
@@ -114,7 +116,7 @@ func TestDebuginfodStack(t *testing.T) {
 	if tmps, _ := filepath.Glob(filepath.Join(cache, id, "*.tmp")); len(tmps) != 0 {
 		t.Errorf("temporary files left: %v", tmps)
 	}
-	if note := DebuginfodNote(); !strings.Contains(note, "0 debug files downloaded") || !strings.Contains(note, "1 from the cache") {
+	if note := debuginfod.Note(); !strings.Contains(note, "0 debug files downloaded") || !strings.Contains(note, "1 from the cache") {
 		t.Errorf("DebuginfodNote() = %q after a new run", note)
 	}
 }
@@ -123,11 +125,11 @@ func TestDebuginfodStack(t *testing.T) {
 // remembered for the run and, as an empty cache file, for cache_miss_s.
 func TestDebuginfodMiss(t *testing.T) {
 	orig, stripped, _ := splitDebug(t)
-	id := gnuBuildID(t, orig)
+	id := symtest.GnuBuildID(t, orig)
 	srv := newDebuginfodServer(t, nil, nil)
 	cache := setDebuginfodEnv(t, srv.URL, "")
 	for i := 0; i < 2; i++ {
-		b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+		b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 		checkNamed(t, b, orig, "leaf", false)
 	}
 	if n := srv.hits.Load(); n != 1 {
@@ -137,21 +139,21 @@ func TestDebuginfodMiss(t *testing.T) {
 	if st, err := os.Stat(marker); err != nil || st.Size() != 0 {
 		t.Fatalf("miss marker: %v, %v; want an empty file", st, err)
 	}
-	if note := DebuginfodNote(); !strings.Contains(note, "1 not found") {
+	if note := debuginfod.Note(); !strings.Contains(note, "1 not found") {
 		t.Errorf("DebuginfodNote() = %q", note)
 	}
 	forgetDebuginfod()
-	loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 	if n := srv.hits.Load(); n != 1 {
 		t.Errorf("a new run asked again (%d requests) within cache_miss_s", n)
 	}
 	// An expired miss is asked again.
-	old := time.Now().Add(-debuginfodCacheMiss - time.Minute)
+	old := time.Now().Add(-debuginfod.CacheMiss - time.Minute)
 	if err := os.Chtimes(marker, old, old); err != nil {
 		t.Fatal(err)
 	}
 	forgetDebuginfod()
-	loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 	if n := srv.hits.Load(); n != 2 {
 		t.Errorf("after the miss expired the server got %d requests, want 2", n)
 	}
@@ -162,8 +164,8 @@ func TestDebuginfodMiss(t *testing.T) {
 // asked.
 func TestDebuginfodWrongFile(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	id := gnuBuildID(t, orig)
-	other := buildProg(t, false) // another build ID
+	id := symtest.GnuBuildID(t, orig)
+	other := symtest.BuildProg(t, false) // another build ID
 	junk := filepath.Join(t.TempDir(), "junk")
 	if err := os.WriteFile(junk, []byte("not ELF"), 0o644); err != nil {
 		t.Fatal(err)
@@ -174,18 +176,18 @@ func TestDebuginfodWrongFile(t *testing.T) {
 		http.Redirect(w, r, "file://"+debug, http.StatusFound)
 	})
 	cache := setDebuginfodEnv(t, redirect.URL+" "+bad1.URL+" "+bad2.URL, "")
-	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 	checkNamed(t, b, orig, "leaf", false)
 	if entries, _ := os.ReadDir(filepath.Join(cache, id)); len(entries) != 0 {
 		t.Errorf("cache holds %v after wrong files", entries)
 	}
-	if note := DebuginfodNote(); !strings.Contains(note, "1 failed") || !strings.Contains(note, "not an ELF file") {
+	if note := debuginfod.Note(); !strings.Contains(note, "1 failed") || !strings.Contains(note, "not an ELF file") {
 		t.Errorf("DebuginfodNote() = %q", note)
 	}
 
 	good := newDebuginfodServer(t, map[string]string{id: debug}, nil)
 	setDebuginfodEnv(t, bad1.URL+" "+good.URL, "")
-	b = loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	b = loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 	checkNamed(t, b, orig, "leaf", true)
 	if bad1.hits.Load() != 2 || good.hits.Load() != 1 {
 		t.Errorf("requests: %d to the wrong server, %d to the good one; want 2, 1", bad1.hits.Load(), good.hits.Load())
@@ -196,7 +198,7 @@ func TestDebuginfodWrongFile(t *testing.T) {
 // costs DEBUGINFOD_TIMEOUT, once: it is then skipped for a while.
 func TestDebuginfodTimeout(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
-	id := gnuBuildID(t, orig)
+	id := symtest.GnuBuildID(t, orig)
 	release := make(chan struct{})
 	defer close(release)
 	hang := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
@@ -217,20 +219,20 @@ func TestDebuginfodTimeout(t *testing.T) {
 	good := newDebuginfodServer(t, map[string]string{id: debug}, nil)
 	setDebuginfodEnv(t, hang.URL+" "+stall.URL+" "+good.URL, "0.3")
 	start := time.Now()
-	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
+	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
 	checkNamed(t, b, orig, "leaf", true)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("LoadBinary took %v with a 0.3 s timeout", d)
 	}
-	if note := DebuginfodNote(); !strings.Contains(note, "1 debug files downloaded") {
+	if note := debuginfod.Note(); !strings.Contains(note, "1 debug files downloaded") {
 		t.Errorf("DebuginfodNote() = %q", note)
 	}
 
 	// Both slow servers are skipped now: another binary costs no timeout.
 	stripped2 := filepath.Join(t.TempDir(), "prog2")
-	run(t, lookPath(t, "objcopy", "strips the test binary"), "--strip-debug", "--strip-unneeded", buildProg(t, false), stripped2)
+	symtest.Run(t, symtest.LookPath(t, "objcopy", "strips the test binary"), "--strip-debug", "--strip-unneeded", symtest.BuildProg(t, false), stripped2)
 	start = time.Now()
-	loadFile(t, stripped2, LoadOptions{DebugDirs: []string{}})
+	loadFile(t, stripped2, debuginfo.Options{DebugDirs: []string{}})
 	if d := time.Since(start); d > 250*time.Millisecond || hang.hits.Load() != 1 || stall.hits.Load() != 1 {
 		t.Errorf("second binary: %v, %d and %d requests to the slow servers; want no wait, 1 and 1",
 			d, hang.hits.Load(), stall.hits.Load())
@@ -243,16 +245,16 @@ func TestDebuginfodOff(t *testing.T) {
 	srv := newDebuginfodServer(t, nil, nil)
 	cache := setDebuginfodEnv(t, srv.URL, "")
 	os.Unsetenv("DEBUGINFOD_URLS") // t.Setenv restores it
-	b := loadFile(t, stripped, LoadOptions{DebugDirs: []string{}})
-	if b.DebugFile() != "" || srv.hits.Load() != 0 || DebuginfodNote() != "" {
-		t.Errorf("DebugFile() = %q, %d requests, note %q; want none", b.DebugFile(), srv.hits.Load(), DebuginfodNote())
+	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+	if b.DebugFile() != "" || srv.hits.Load() != 0 || debuginfod.Note() != "" {
+		t.Errorf("DebugFile() = %q, %d requests, note %q; want none", b.DebugFile(), srv.hits.Load(), debuginfod.Note())
 	}
 	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
 		t.Errorf("cache holds %v", entries)
 	}
 	// A binary with DWARF of its own never asks either.
 	t.Setenv("DEBUGINFOD_URLS", srv.URL)
-	loadFile(t, buildProg(t, true), LoadOptions{DebugDirs: []string{}})
+	loadFile(t, symtest.BuildProg(t, true), debuginfo.Options{DebugDirs: []string{}})
 	if srv.hits.Load() != 0 {
 		t.Errorf("a binary with DWARF made %d requests", srv.hits.Load())
 	}
@@ -267,22 +269,22 @@ func TestDebuginfodConfig(t *testing.T) {
 		"DEBUGINFOD_MAXSIZE": "1000",
 		"DEBUGINFOD_MAXTIME": "-1",
 	}
-	c, ok := readDebuginfodConfig(func(k string) string { return env[k] })
-	if !ok || strings.Join(c.urls, " ") != "https://a.example http://b.example:8002" || len(c.skipped) != 1 ||
-		c.cache != "/xdg/debuginfod_client" || c.timeout != 2500*time.Millisecond ||
-		c.maxTime != debuginfodMaxTime || c.maxSize != 1000 {
+	c, ok := debuginfod.ReadConfig(func(k string) string { return env[k] })
+	if !ok || strings.Join(c.URLs, " ") != "https://a.example http://b.example:8002" || len(c.Skipped) != 1 ||
+		c.Cache != "/xdg/debuginfod_client" || c.Timeout != 2500*time.Millisecond ||
+		c.MaxTime != debuginfod.MaxTime || c.MaxSize != 1000 {
 		t.Errorf("config = %+v, %v", c, ok)
 	}
 	delete(env, "XDG_CACHE_HOME")
-	if c, _ := readDebuginfodConfig(func(k string) string { return env[k] }); c.cache != "/home/u/.cache/debuginfod_client" {
-		t.Errorf("cache without XDG_CACHE_HOME = %q", c.cache)
+	if c, _ := debuginfod.ReadConfig(func(k string) string { return env[k] }); c.Cache != "/home/u/.cache/debuginfod_client" {
+		t.Errorf("cache without XDG_CACHE_HOME = %q", c.Cache)
 	}
 	env["DEBUGINFOD_URLS"] = "file:///srv"
-	if _, ok := readDebuginfodConfig(func(k string) string { return env[k] }); ok {
+	if _, ok := debuginfod.ReadConfig(func(k string) string { return env[k] }); ok {
 		t.Error("client on with no http(s) server")
 	}
 	for id, want := range map[string]bool{"0123abcd": true, "0123ABCD": false, "../../etc": false, "abc": false, "": false} {
-		if validBuildID(id) != want {
+		if debuginfod.ValidBuildID(id) != want {
 			t.Errorf("validBuildID(%q) = %v", id, !want)
 		}
 	}

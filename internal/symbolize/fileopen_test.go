@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +48,7 @@ func (f *fakeProc) fakeRoot(pid uint32) string {
 // resolves inside that root, not on the host, where the same path holds
 // another file.
 func TestOpenInRootSymlink(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 31, 0x555555554000
 	fp := newFakeProc(t)
 	text := textMapping(t, bin, base)
@@ -70,7 +74,7 @@ func TestOpenInRootSymlink(t *testing.T) {
 	text.Path = "/usr/bin/prog"
 	fp.setMaps(pid, text)
 	s := fp.symbolizer("testdata/kallsyms.txt")
-	leaf := elfSymbol(t, bin, "leaf")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	st := s.Stack(pid, nil, []uint64{base + leaf.Value})
 	checkFrames(t, st.Frames, []wantFrame{{"leaf", ReasonNone, "/usr/bin/prog"}})
 
@@ -115,8 +119,8 @@ func TestOpenNotRegular(t *testing.T) {
 	})
 	withTimeout(t, 10*time.Second, func() {
 		for _, path := range []string{filepath.Join(root, "fifo"), "/dev/zero", root} {
-			if _, err := OpenBinary(path); !errors.Is(err, errNotRegular) {
-				t.Errorf("OpenBinary(%s) = %v, want %v", path, err, errNotRegular)
+			if _, err := objfile.Open(path); !errors.Is(err, elfio.ErrNotRegular) {
+				t.Errorf("OpenBinary(%s) = %v, want %v", path, err, elfio.ErrNotRegular)
 			}
 		}
 	})
@@ -193,7 +197,7 @@ func TestSparseAbsurdELF(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			start := time.Now()
 			withTimeout(t, 20*time.Second, func() {
-				b, err := OpenBinary(path)
+				b, err := objfile.Open(path)
 				if err == nil && b.Len() != 0 {
 					t.Errorf("OpenBinary found %d symbols in an empty file", b.Len())
 				}
@@ -216,7 +220,7 @@ func TestLimitedReaderAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Write(make([]byte, 100))
-	lr := newLimitedReaderAt(f, 60)
+	lr := elfio.NewReaderAt(f, 60)
 	buf := make([]byte, 50)
 	if n, err := lr.ReadAt(buf, 80); n != 20 || err == nil {
 		t.Errorf("read past the end: %d, %v", n, err)
@@ -224,7 +228,7 @@ func TestLimitedReaderAt(t *testing.T) {
 	if n, err := lr.ReadAt(buf, 0); n != 40 || err != nil {
 		t.Errorf("read over the budget: %d, %v; want 40 bytes", n, err)
 	}
-	if _, err := lr.ReadAt(buf, 0); !errors.Is(err, errReadBudget) {
+	if _, err := lr.ReadAt(buf, 0); !errors.Is(err, elfio.ErrReadBudget) {
 		t.Errorf("read with the budget spent: %v", err)
 	}
 }
@@ -233,7 +237,7 @@ func TestLimitedReaderAt(t *testing.T) {
 // whose .debug_info claims 1.5 GiB of it keeps its symbols and gets no
 // lines, without reading the section.
 func TestSparseHugeDWARF(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -267,11 +271,11 @@ func TestSparseHugeDWARF(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	withTimeout(t, 20*time.Second, func() {
-		b, err := OpenBinary(path)
+		b, err := objfile.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		leaf := elfSymbol(t, bin, "leaf")
+		leaf := symtest.ElfSymbol(t, bin, "leaf")
 		if sym, ok := b.Lookup(leaf.Value); !ok || sym.Function != "leaf" {
 			t.Errorf("Lookup(leaf) = %+v, %v", sym, ok)
 		}

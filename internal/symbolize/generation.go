@@ -1,5 +1,9 @@
 package symbolize
 
+import (
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+)
+
 // Generation returns a count of the debug files that debuginfod
 // downloads (DEBUGINFOD_URLS) brought in the background since New. When
 // a binary needs a debug file that is neither on disk nor in the
@@ -12,7 +16,7 @@ package symbolize
 // before the Stack calls whose results it memoizes, and drop the memo
 // when it differs from the value read last time. It is safe to call
 // from any goroutine, at the cost of an atomic load.
-func (s *Symbolizer) Generation() uint64 { return s.fetch.gen.Load() }
+func (s *Symbolizer) Generation() uint64 { return s.fetch.Gen.Load() }
 
 // applyArrivals makes the Symbolizer use the debug files downloaded
 // since the last call: the cached Binaries of those build IDs (without a
@@ -21,7 +25,7 @@ func (s *Symbolizer) Generation() uint64 { return s.fetch.gen.Load() }
 // processes' address caches dropped. Only Stack calls it, so that no
 // lookup is under way. The caller holds s.mu.
 func (s *Symbolizer) applyArrivals() {
-	ids, gen := s.fetch.take()
+	ids, gen := s.fetch.Take()
 	s.applied = gen
 	if len(ids) == 0 {
 		return
@@ -30,7 +34,7 @@ func (s *Symbolizer) applyArrivals() {
 	for _, id := range ids {
 		arrived[id] = true
 	}
-	stale := func(b *Binary) bool { return b != nil && b.DebugFile() == "" && arrived[b.BuildID()] }
+	stale := func(b *objfile.Binary) bool { return b != nil && b.DebugFile() == "" && arrived[b.BuildID()] }
 	for _, be := range s.bins {
 		if stale(be.bin) {
 			be.stale = true

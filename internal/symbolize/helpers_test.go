@@ -3,18 +3,21 @@ package symbolize
 import (
 	"os"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 // textMapping returns the /proc/PID/maps line the kernel would write for
 // the executable segment of the ELF at path loaded with bias base.
 func textMapping(t testing.TB, path string, base uint64) MapsEntry {
 	t.Helper()
-	seg := execSegment(t, path)
+	seg := symtest.ExecSegment(t, path)
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mask := pageSize - 1
+	mask := objfile.PageSize - 1
 	e := MapsEntry{
 		Start:  base + seg.Vaddr&^mask,
 		Limit:  base + (seg.Vaddr+seg.Memsz+mask)&^mask,
@@ -22,6 +25,6 @@ func textMapping(t testing.TB, path string, base uint64) MapsEntry {
 		Perms:  "r-xp",
 		Path:   path,
 	}
-	e.Device, e.Inode = statDevIno(st)
+	e.Device, e.Inode = symtest.StatDevIno(st)
 	return e
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
+	"github.com/gprofile/gprofile/internal/symbolize/srcline"
 )
 
 // kernelPath is the Mapping.Path of the kernel image, as perf and pprof
@@ -20,17 +23,17 @@ type frameInfo struct {
 	start                uint64
 	mapping              *Mapping
 	reason               Reason
-	lines                []SourceLine // Binary.Lines: inlined first, physical last
-	startLine            int          // line of the function's first instruction
+	lines                []srcline.Line // Binary.Lines: inlined first, physical last
+	startLine            int            // line of the function's first instruction
 }
 
 // kernelSymbolizer names kernel addresses, on demand through a
 // KernelLookup or else from a listing of kallsyms, and caches them.
 type kernelSymbolizer struct {
-	ready     chan struct{} // closed when the fields below are set
-	loaded    bool          // ready was seen closed
-	lookup    KernelLookup  // when not nil, names come from it (ksyms is nil)
-	ksyms     *Kallsyms     // nil when kallsyms could not be read
+	ready     chan struct{}   // closed when the fields below are set
+	loaded    bool            // ready was seen closed
+	lookup    KernelLookup    // when not nil, names come from it (ksyms is nil)
+	ksyms     *kallsyms.Table // nil when kallsyms could not be read
 	note      string
 	lookupErr error // why the KernelLookup was not used, when it was tried
 	iterErr   error // why the BPF iterator was not used, when it was tried
@@ -85,7 +88,7 @@ func (k *kernelSymbolizer) wait() {
 
 // load reads kallsyms and the module extents into k.
 func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) {
-	var ks *Kallsyms
+	var ks *kallsyms.Table
 	var err error
 	if iter != nil {
 		if ks, err = loadKallsymsIterFrom(iter); err != nil {
@@ -93,7 +96,7 @@ func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath
 		}
 	}
 	if ks == nil {
-		ks, err = LoadKallsyms(kallsymsPath)
+		ks, err = kallsyms.Load(kallsymsPath)
 	}
 	switch {
 	case err != nil && k.iterErr != nil:
@@ -124,13 +127,13 @@ func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath
 
 // loadKallsymsIterFrom opens the iterator stream with open, parses it
 // and closes it.
-func loadKallsymsIterFrom(open func() (io.ReadCloser, error)) (*Kallsyms, error) {
+func loadKallsymsIterFrom(open func() (io.ReadCloser, error)) (*kallsyms.Table, error) {
 	r, err := open()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return ParseKallsymsIter(r)
+	return kallsyms.ParseIter(r)
 }
 
 // hiddenNote explains zero addresses in kallsyms from the sysctls that

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
 // TestKernelSymbolizerIterFallback: the iterator's table when it works;
@@ -18,10 +20,10 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var streams []*fakeStream
+	var streams []*symtest.FakeStream
 	iter := func(data []byte) func() (io.ReadCloser, error) {
 		return func() (io.ReadCloser, error) {
-			s := &fakeStream{Reader: bytes.NewReader(data)}
+			s := &symtest.FakeStream{Reader: bytes.NewReader(data)}
 			streams = append(streams, s)
 			return s, nil
 		}
@@ -38,7 +40,7 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 		iterErr   string
 		noteWants []string
 	}{
-		{"iterator", iter(kallsymsRecords(t, []byte(iterText))), "testdata/kallsyms.txt", "abort_iter", "", nil},
+		{"iterator", iter(symtest.KallsymsRecords(t, []byte(iterText))), "testdata/kallsyms.txt", "abort_iter", "", nil},
 		{"no iterator", nil, "testdata/kallsyms.txt", "abort", "", nil},
 		{"iterator fails", failing, "testdata/kallsyms.txt", "abort", "no BTF", nil},
 		{"corrupt stream", iter([]byte("garbage, not records")), "testdata/kallsyms.txt", "abort", "malformed header", nil},
@@ -62,8 +64,8 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 		}
 	}
 	for i, s := range streams {
-		if s.closed != 1 {
-			t.Errorf("stream %d closed %d times, want once", i, s.closed)
+		if s.Closed != 1 {
+			t.Errorf("stream %d closed %d times, want once", i, s.Closed)
 		}
 	}
 }
@@ -71,7 +73,7 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 // TestSymbolizerKallsymsIter: Options.KallsymsIter reaches the kernel
 // symbolizer, and hidden addresses from it give the kptr_restrict note.
 func TestSymbolizerKallsymsIter(t *testing.T) {
-	hidden := appendRecord(appendRecord(nil, 0, 'T', "_stext", ""), 0, 'T', "do_syscall_64", "")
+	hidden := symtest.AppendRecord(symtest.AppendRecord(nil, 0, 'T', "_stext", ""), 0, 'T', "do_syscall_64", "")
 	s, err := New(Options{
 		ProcRoot:     t.TempDir(),
 		KallsymsPath: "testdata/kallsyms.txt",

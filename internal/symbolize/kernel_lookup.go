@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
 )
 
 // KernelLookup names kernel addresses on demand, so that a profile pays
@@ -51,17 +53,17 @@ func (k *kernelSymbolizer) openLookup(open func() (KernelLookup, error), procRoo
 // their extents; nil when it cannot be read (optional: module frames then
 // carry the kernel image's mapping). Lines with a zero address
 // (kptr_restrict) or malformed ones are skipped.
-func readModules(path string) []KernelModule {
+func readModules(path string) []kallsyms.Module {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	var mods []KernelModule
+	var mods []kallsyms.Module
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if name, r, ok := parseModuleLine(sc.Text()); ok {
-			mods = append(mods, KernelModule{Name: name, Start: r.start, End: r.end})
+		if name, r, ok := kallsyms.ParseModuleLine(sc.Text()); ok {
+			mods = append(mods, kallsyms.Module{Name: name, Start: r.Start, End: r.End})
 		}
 	}
 	return mods

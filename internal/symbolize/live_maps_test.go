@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 // runMapper builds testdata/mapper.c and runs it on file: count
@@ -28,8 +31,8 @@ func runMapper(t *testing.T, file string, count int) (*exec.Cmd, []uint64, elfSe
 	if b, err := exec.Command(gcc, "-O2", "-o", mapper, "testdata/mapper.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc mapper.c: %v\n%s", err, b)
 	}
-	seg := execSegment(t, file)
-	mask := pageSize - 1
+	seg := symtest.ExecSegment(t, file)
+	mask := objfile.PageSize - 1
 	off := seg.Off &^ mask
 	length := seg.Off + seg.Filesz - off
 	cmd := exec.Command(mapper, file, strconv.FormatUint(off, 10), strconv.FormatUint(length, 10), strconv.Itoa(count))
@@ -68,10 +71,10 @@ type elfSegment struct{ vaddr uint64 }
 // TestLiveManyMappings: a process with 5,000 executable mappings of one
 // file is read and symbolized in bounded time, each mapping named.
 func TestLiveManyMappings(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const n = 5000
 	cmd, addrs, seg := runMapper(t, bin, n)
-	leaf := elfSymbol(t, bin, "leaf")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	var ips []uint64
 	for i := 0; i < n; i += 7 {
 		ips = append(ips, addrs[i]+leaf.Value-seg.vaddr+4)
@@ -102,7 +105,7 @@ func TestLiveManyMappings(t *testing.T) {
 // is still there — is found and named, through the process's root (a
 // fake procfs without map_files, as for a reader without CAP_SYS_ADMIN).
 func TestLiveStrangePath(t *testing.T) {
-	orig := buildProg(t, true)
+	orig := symtest.BuildProg(t, true)
 	name := filepath.Join(t.TempDir(), "a dir", "we ird\nname (deleted)")
 	os.MkdirAll(filepath.Dir(name), 0o755)
 	copyFile(t, orig, name)
@@ -115,7 +118,7 @@ func TestLiveStrangePath(t *testing.T) {
 	if !strings.Contains(string(maps), shown+deletedSuffix+"\n") {
 		t.Fatalf("maps does not show %q:\n%s", shown, maps)
 	}
-	leaf := elfSymbol(t, orig, "leaf")
+	leaf := symtest.ElfSymbol(t, orig, "leaf")
 	ip := addrs[0] + leaf.Value - seg.vaddr + 4
 
 	// The live process, as root or as its owner.

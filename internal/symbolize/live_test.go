@@ -7,6 +7,10 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 // liveTarget is a function of the test binary whose PC the live tests
@@ -72,7 +76,7 @@ func TestStackLiveVDSO(t *testing.T) {
 	if !ok {
 		t.Fatalf("no vDSO segment for %+v", m)
 	}
-	var sym ELFSymbol
+	var sym objfile.Symbol
 	found := false
 	for _, p := range vdso.Loads() {
 		for a := p.Vaddr; p.Flags&elf.PF_X != 0 && a < p.Vaddr+p.Memsz && !found; a++ {
@@ -106,7 +110,7 @@ func selfMaps(t *testing.T) []MapsEntry {
 }
 
 func TestStackLiveKernel(t *testing.T) {
-	k, err := LoadKallsyms("/proc/kallsyms")
+	k, err := kallsyms.Load("/proc/kallsyms")
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}
@@ -148,7 +152,7 @@ func BenchmarkStackWarm(b *testing.B) {
 	s := liveSymbolizer(b)
 	pid := uint32(os.Getpid())
 	var ips []uint64
-	for _, fn := range []any{liveTarget, liveSymbolizer, funcPC, selfMaps, New, ParseMaps, LoadKallsyms, OpenBinary} {
+	for _, fn := range []any{liveTarget, liveSymbolizer, funcPC, selfMaps, New, ParseMaps, kallsyms.Load, objfile.Open} {
 		pc, _ := funcPC(fn)
 		ips = append(ips, pc+8, pc+16)
 	}
@@ -165,8 +169,8 @@ func BenchmarkStackWarm(b *testing.B) {
 // ID in /usr/lib/debug): __libc_start_call_main is local, so the stripped
 // libc.so.6 has it in no symbol table.
 func TestStackLiveLibcDebugFile(t *testing.T) {
-	libc := systemLibc(t)
-	b, err := OpenBinary(libc)
+	libc := symtest.SystemLibc(t)
+	b, err := objfile.Open(libc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +178,7 @@ func TestStackLiveLibcDebugFile(t *testing.T) {
 		t.Skipf("skipping: no debug file for %s (build ID %s) in /usr/lib/debug (apt install libc6-dbg)", libc, b.BuildID())
 	}
 	const name = "__libc_start_call_main"
-	sym := elfSymbol(t, b.DebugFile(), name)
+	sym := symtest.ElfSymbol(t, b.DebugFile(), name)
 	if got, ok := b.Lookup(sym.Value + 4); !ok || got.Function != name {
 		t.Errorf("Lookup(%s+4) = %+v, %v", name, got, ok)
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gprofile/gprofile/internal/symbolize/internal/textscan"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -59,13 +61,13 @@ const deletedSuffix = " (deleted)"
 // from a read error). A read error returns the entries parsed so far and
 // the wrapped error.
 func ParseMaps(r io.Reader) ([]MapsEntry, error) {
-	data, readErr := readAll(r, 64<<10)
+	data, readErr := textscan.ReadAll(r, 64<<10)
 	var entries []MapsEntry
 	var bad *MapsSyntaxError
 	lastPath := ""
 	for lineNo := 1; len(data) > 0; lineNo++ {
 		var line []byte
-		line, data, _ = bytes.Cut(data, newline)
+		line, data, _ = bytes.Cut(data, textscan.Newline)
 		if len(line) == 0 {
 			continue
 		}
@@ -95,10 +97,10 @@ func ParseMaps(r io.Reader) ([]MapsEntry, error) {
 func parseMapsLine(line []byte, lastPath string) (e MapsEntry, ok bool) {
 	var n int
 	p := line
-	if e.Start, n, ok = parseHex(p); !ok || !next(&p, n, '-') {
+	if e.Start, n, ok = textscan.ParseHex(p); !ok || !next(&p, n, '-') {
 		return e, false
 	}
-	if e.Limit, n, ok = parseHex(p); !ok || !next(&p, n, ' ') || e.Limit < e.Start {
+	if e.Limit, n, ok = textscan.ParseHex(p); !ok || !next(&p, n, ' ') || e.Limit < e.Start {
 		return e, false
 	}
 	sp := bytes.IndexByte(p, ' ')
@@ -107,14 +109,14 @@ func parseMapsLine(line []byte, lastPath string) (e MapsEntry, ok bool) {
 	}
 	e.Perms = internPerms(p[:sp])
 	p = p[sp+1:]
-	if e.Offset, n, ok = parseHex(p); !ok || !next(&p, n, ' ') {
+	if e.Offset, n, ok = textscan.ParseHex(p); !ok || !next(&p, n, ' ') {
 		return e, false
 	}
-	major, n, ok := parseHex(p)
+	major, n, ok := textscan.ParseHex(p)
 	if !ok || !next(&p, n, ':') || major > 0xffffffff {
 		return e, false
 	}
-	minor, n, ok := parseHex(p)
+	minor, n, ok := textscan.ParseHex(p)
 	if !ok || minor > 0xffffffff {
 		return e, false
 	}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/textscan"
 )
 
 // Limits on perf maps (/tmp/perf-PID.map), which JIT compilers (V8 with
@@ -43,7 +46,7 @@ type PerfMapSymbol struct {
 func ParsePerfMap(data []byte) (syms []PerfMapSymbol, skipped int) {
 	for len(data) > 0 {
 		var line []byte
-		line, data, _ = bytes.Cut(data, newline)
+		line, data, _ = bytes.Cut(data, textscan.Newline)
 		if len(line) == 0 {
 			continue
 		}
@@ -248,7 +251,7 @@ func (s *Symbolizer) perfMapOf(p *process, missed bool) *perfMap {
 // process's root, at /tmp/perf-PID.map with the host PID, else with
 // the PID the process has in its own PID namespace (NSpid).
 func (s *Symbolizer) refreshPerfMap(p *process, pm *perfMap) {
-	root, err := openRoot(s.procPath(p.pid, "root"))
+	root, err := elfio.OpenRoot(s.procPath(p.pid, "root"))
 	if err != nil {
 		return // exited: keep what was read
 	}
@@ -261,7 +264,7 @@ func (s *Symbolizer) refreshPerfMap(p *process, pm *perfMap) {
 		}
 	}
 	for _, name := range names {
-		f, err := root.open(name, math.MaxInt64)
+		f, err := root.Open(name, math.MaxInt64)
 		if err != nil {
 			continue
 		}
@@ -319,13 +322,13 @@ func perfMapName(pid uint32) string {
 // nsPID returns the PID that process pid has in its own PID namespace,
 // the last NSpid value of <ProcRoot>/PID/status; 0 when unknown.
 func (s *Symbolizer) nsPID(pid uint32) uint32 {
-	f, err := openRegular(s.procPath(pid, "status"), math.MaxInt64)
+	f, err := elfio.OpenRegular(s.procPath(pid, "status"), math.MaxInt64)
 	if err != nil {
 		// procfs files are regular files; this fails only when it is gone.
 		return 0
 	}
 	defer f.Close()
-	data, _ := readAll(io.LimitReader(f, 64<<10), 4096)
+	data, _ := textscan.ReadAll(io.LimitReader(f, 64<<10), 4096)
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		if rest, ok := bytes.CutPrefix(line, []byte("NSpid:")); ok {
 			fields := bytes.Fields(rest)

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/demangle"
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -80,11 +84,11 @@ func statID(path string) (fileID, error) {
 // opening its file gave.
 type procMapping struct {
 	entry   MapsEntry
-	opened  bool     // the file was tried (mapping, bin, reason are set)
-	mapping *Mapping // shared by every frame in this mapping
-	bin     *Binary  // nil when the file has no symbols to offer
-	reason  Reason   // why bin is nil: NoSymbol, NoAccess or BadELF
-	bias    uint64   // process address - ELF address
+	opened  bool            // the file was tried (mapping, bin, reason are set)
+	mapping *Mapping        // shared by every frame in this mapping
+	bin     *objfile.Binary // nil when the file has no symbols to offer
+	reason  Reason          // why bin is nil: NoSymbol, NoAccess or BadELF
+	bias    uint64          // process address - ELF address
 	biasOK  bool
 }
 
@@ -207,13 +211,13 @@ func (p *process) inData(addr uint64) bool {
 // prepareAll opens the files of the mappings in fresh (see prepare),
 // through one handle on p's root.
 func (s *Symbolizer) prepareAll(p *process, fresh []*procMapping) {
-	var root *rootDir
+	var root *elfio.Root
 	for _, m := range fresh {
 		if !isFilePath(m.entry.Path) || s.bins[keyOf(&m.entry)] != nil {
 			continue
 		}
 		if root == nil {
-			r, err := openRoot(s.procPath(p.pid, "root"))
+			r, err := elfio.OpenRoot(s.procPath(p.pid, "root"))
 			if err != nil {
 				return
 			}
@@ -320,7 +324,7 @@ func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameIn
 	if fi.mapping == nil {
 		fi.mapping = pm.perfMapping()
 	}
-	fi.function, fi.systemName = demangleName(sym.Name), sym.Name
+	fi.function, fi.systemName = demangle.Name(sym.Name), sym.Name
 	fi.start, fi.reason = sym.Start, ReasonNone
 	return fi
 }

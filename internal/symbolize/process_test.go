@@ -9,13 +9,16 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 // TestStackAfterExit: the binaries of a process are opened when it is
 // first seen, so that its addresses are named after it exited and its
 // binary was deleted, even though none of them was looked up before.
 func TestStackAfterExit(t *testing.T) {
-	orig := buildProg(t, true)
+	orig := symtest.BuildProg(t, true)
 	bin := filepath.Join(t.TempDir(), "prog")
 	copyFile(t, orig, bin)
 	const pid, base = 51, 0x555555554000
@@ -36,8 +39,8 @@ func TestStackAfterExit(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	leaf := elfSymbol(t, orig, "leaf")
-	middle := elfSymbol(t, orig, "middle")
+	leaf := symtest.ElfSymbol(t, orig, "leaf")
+	middle := symtest.ElfSymbol(t, orig, "middle")
 	st := s.Stack(pid, nil, []uint64{base + leaf.Value, base + middle.Value + 4})
 	checkFrames(t, st.Frames, []wantFrame{{"leaf", ReasonNone, bin}, {"middle", ReasonNone, bin}})
 	if st.Frames[0].Mapping.BuildID == "" {
@@ -56,7 +59,7 @@ func TestStackAfterExit(t *testing.T) {
 // TestStackPendingClosed: binaries opened at first sight but never looked
 // up are closed by Close.
 func TestStackPendingClosed(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	fp := newFakeProc(t)
 	for pid := uint32(60); pid < 63; pid++ {
 		fp.setMaps(pid, textMapping(t, bin, 0x555555554000))
@@ -77,8 +80,8 @@ func TestStackPendingClosed(t *testing.T) {
 // TestStackExecDetected: when a process execs, its maps are read again at
 // once (not after mapsRereadInterval): /proc/PID/exe changed.
 func TestStackExecDetected(t *testing.T) {
-	sh := buildProg(t, true)
-	child := buildInline(t)
+	sh := symtest.BuildProg(t, true)
+	child := symtest.BuildInline(t)
 	const pid = 70
 	fp := newFakeProc(t)
 	shText := textMapping(t, sh, 0x555555554000)
@@ -91,7 +94,7 @@ func TestStackExecDetected(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.now = func() time.Time { return now }
-	leaf := elfSymbol(t, sh, "leaf")
+	leaf := symtest.ElfSymbol(t, sh, "leaf")
 	checkFrames(t, s.Stack(pid, nil, []uint64{0x555555554000 + leaf.Value}).Frames,
 		[]wantFrame{{"leaf", ReasonNone, sh}})
 
@@ -100,7 +103,7 @@ func TestStackExecDetected(t *testing.T) {
 	os.Remove(exe)
 	os.Symlink(child, exe)
 	now = now.Add(time.Millisecond)
-	work := elfSymbol(t, child, "plain")
+	work := symtest.ElfSymbol(t, child, "plain")
 	st := s.Stack(pid, nil, []uint64{0x565656560000 + work.Value})
 	checkFrames(t, st.Frames, []wantFrame{{"plain", ReasonNone, child}})
 }
@@ -108,13 +111,13 @@ func TestStackExecDetected(t *testing.T) {
 // TestStackManyMappings: a process with 5,000 mappings of one file is
 // read and symbolized in bounded time, the file opened once.
 func TestStackManyMappings(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, n = 80, 5000
 	text := textMapping(t, bin, 0)
-	span := text.Limit - text.Start + pageSize
+	span := text.Limit - text.Start + objfile.PageSize
 	var entries []MapsEntry
 	var ips []uint64
-	leaf := elfSymbol(t, bin, "leaf")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	for i := uint64(0); i < n; i++ {
 		e := textMapping(t, bin, 0x7f0000000000+i*span)
 		entries = append(entries, e)
@@ -142,15 +145,15 @@ func TestStackManyMappings(t *testing.T) {
 // in another (go test -race checks the locking), and checks that a
 // process observed while it lived is named after it is gone.
 func TestObserveConcurrent(t *testing.T) {
-	bin := buildProg(t, true)
-	libc := systemLibc(t)
+	bin := symtest.BuildProg(t, true)
+	libc := symtest.SystemLibc(t)
 	const base, libBase = 0x555555554000, 0x7f0000000000
 	fp := newFakeProc(t)
 	for pid := uint32(100); pid < 140; pid++ {
 		fp.setMaps(pid, textMapping(t, bin, base), textMapping(t, libc, libBase))
 	}
 	s := fp.symbolizer("testdata/kallsyms.txt")
-	leaf := elfSymbol(t, bin, "leaf")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -180,7 +183,7 @@ func TestObserveConcurrent(t *testing.T) {
 // gives bad-elf frames whose mapping still has the file's build ID and
 // offset, for symbolizing them later elsewhere.
 func TestStackBadELFKeepsBuildID(t *testing.T) {
-	orig := buildProg(t, true)
+	orig := symtest.BuildProg(t, true)
 	data, err := os.ReadFile(orig)
 	if err != nil {
 		t.Fatal(err)
@@ -210,8 +213,8 @@ func TestStackBadELFKeepsBuildID(t *testing.T) {
 	fp.setMaps(7, e)
 	st := fp.symbolizer("testdata/kallsyms.txt").Stack(7, nil, []uint64{e.Start + 0x10})
 	checkFrames(t, st.Frames, []wantFrame{{"", ReasonBadELF, bad}})
-	if m := st.Frames[0].Mapping; m.BuildID != gnuBuildID(t, orig) || m.Offset != e.Offset || m.BuildID == "" {
-		t.Errorf("mapping %+v; want build ID %s and offset %#x", m, gnuBuildID(t, orig), e.Offset)
+	if m := st.Frames[0].Mapping; m.BuildID != symtest.GnuBuildID(t, orig) || m.Offset != e.Offset || m.BuildID == "" {
+		t.Errorf("mapping %+v; want build ID %s and offset %#x", m, symtest.GnuBuildID(t, orig), e.Offset)
 	}
 }
 
@@ -224,8 +227,8 @@ func TestStackBadELFKeepsBuildID(t *testing.T) {
 // After earlyRereads re-reads the usual rate limit applies again, and an
 // address in the first page (a stack's end) never re-reads.
 func TestStackRereadsMapsAfterLoader(t *testing.T) {
-	prog := buildProg(t, true)
-	lib := buildInline(t)
+	prog := symtest.BuildProg(t, true)
+	lib := symtest.BuildInline(t)
 	const pid, base, libBase = 90, 0x555555554000, 0x7f0000000000
 	progText := textMapping(t, prog, base)
 	libText := textMapping(t, lib, libBase)
@@ -237,8 +240,8 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 	s.Observe(pid)
 	p := s.procs[pid]
 
-	leaf := base + elfSymbol(t, prog, "leaf").Value
-	plain := libBase + elfSymbol(t, lib, "plain").Value
+	leaf := base + symtest.ElfSymbol(t, prog, "leaf").Value
+	plain := libBase + symtest.ElfSymbol(t, lib, "plain").Value
 	fp.setMaps(pid, progText, libText) // the loader mapped the library
 	st := s.Stack(pid, nil, []uint64{leaf, plain + 1, 0})
 	checkFrames(t, st.Frames, []wantFrame{{"leaf", ReasonNone, prog}, {"plain", ReasonNone, lib}, {"", ReasonNoMapping, "-"}})
@@ -247,10 +250,10 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 	lib2Base := uint64(0x7f1000000000)
 	lib2Text := textMapping(t, lib, lib2Base)
 	fp.setMaps(pid, progText, libText, lib2Text)
-	if s.ObserveStack(pid, []uint64{leaf, lib2Base + elfSymbol(t, lib, "plain").Value + 1}) {
+	if s.ObserveStack(pid, []uint64{leaf, lib2Base + symtest.ElfSymbol(t, lib, "plain").Value + 1}) {
 		t.Errorf("ObserveStack called settled a stack with an IP in no mapping")
 	}
-	if p.find(lib2Base+elfSymbol(t, lib, "plain").Value) == nil {
+	if p.find(lib2Base+symtest.ElfSymbol(t, lib, "plain").Value) == nil {
 		t.Fatalf("ObserveStack did not re-read the maps at once after the first read")
 	}
 
@@ -285,8 +288,8 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 // checked an instant before (Observe would wait execCheckInterval); on
 // first sight it reads them as Observe does.
 func TestObserveExec(t *testing.T) {
-	sh := buildProg(t, true)
-	child := buildInline(t)
+	sh := symtest.BuildProg(t, true)
+	child := symtest.BuildInline(t)
 	const pid = 71
 	fp := newFakeProc(t)
 	fp.setMaps(pid, textMapping(t, sh, 0x555555554000))

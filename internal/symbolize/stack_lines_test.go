@@ -1,20 +1,25 @@
 package symbolize
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+)
 
 func TestStackInlined(t *testing.T) {
-	bin := buildInline(t)
+	bin := symtest.BuildInline(t)
 	const pid, base = 5, 0x555555554000
 	fp := newFakeProc(t)
 	fp.setMaps(pid, textMapping(t, bin, base))
 	s := fp.symbolizer("testdata/kallsyms.txt")
-	b, err := OpenBinary(bin)
+	b, err := objfile.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := elfSymbol(t, bin, "work")
+	work := symtest.ElfSymbol(t, bin, "work")
 	var addr uint64
-	for _, a := range symbolRange(t, bin, "work") {
+	for _, a := range symtest.SymbolRange(t, bin, "work") {
 		if len(b.Lines(a)) == 3 {
 			addr = a
 			break

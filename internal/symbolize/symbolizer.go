@@ -6,6 +6,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
+	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
 // Options configures a Symbolizer. The zero value reads the live system.
@@ -25,7 +29,7 @@ type Options struct {
 	KernelLookup func() (KernelLookup, error)
 	// KallsymsIter, when not nil, opens a stream of the kernel's symbols
 	// in the binary records of the BPF kallsyms iterator (see
-	// ParseKallsymsIter; cmd/gprofile passes attach.OpenKallsymsIter),
+	// kallsyms.ParseIter; cmd/gprofile passes attach.OpenKallsymsIter),
 	// which is tried before KallsymsPath: it costs the kernel 33-45
 	// ms against 45-70 ms for the text file. New calls it once, on
 	// the goroutine that loads kernel symbols, and closes the stream
@@ -35,12 +39,12 @@ type Options struct {
 	KallsymsIter func() (io.ReadCloser, error)
 	// DebugDirs are the global directories (host paths) searched for
 	// separate debug files, by build ID and by .gnu_debuglink, as in
-	// LoadOptions; nil means DefaultDebugDirs() (/usr/lib/debug), an
+	// debuginfo.Options; nil means DefaultDebugDirs() (/usr/lib/debug), an
 	// empty, non-nil slice searches none. A binary's .gnu_debuglink file
 	// is also looked for next to it, in the process's mount namespace.
 	DebugDirs []string
 	// CacheDir, when not "", keeps the inflated bytes of binaries'
-	// compressed DWARF sections there, by build ID (LoadOptions.CacheDir),
+	// compressed DWARF sections there, by build ID (debuginfo.Options.CacheDir),
 	// so that the next run reads them instead of inflating them again;
 	// Close writes what this run inflated. cmd/gprofile passes
 	// $XDG_CACHE_HOME/gprofile (or ~/.cache/gprofile).
@@ -72,12 +76,12 @@ type Symbolizer struct {
 	kernel    *kernelSymbolizer
 	procs     map[uint32]*process
 	bins      map[binKey]*binEntry
-	vdso      *Binary
+	vdso      *objfile.Binary
 	vdsoSize  uint64
 	vdsoTried bool
-	fetch     *debuginfodFetcher // debuginfod downloads (debuginfod_async.go)
-	applied   uint64             // fetch generation applied (applyArrivals)
-	pending   int                // binEntry files open, not read yet
+	fetch     *debuginfod.Fetcher // debuginfod downloads (debuginfod_async.go)
+	applied   uint64              // fetch generation applied (applyArrivals)
+	pending   int                 // binEntry files open, not read yet
 	lastSweep time.Time
 	stats     Stats
 	calls     callSites        // BadReturnAddress (callsite.go)
@@ -130,7 +134,7 @@ func New(opts Options) (*Symbolizer, error) {
 		opts.KallsymsPath = "/proc/kallsyms"
 	}
 	if opts.DebugDirs == nil {
-		opts.DebugDirs = DefaultDebugDirs()
+		opts.DebugDirs = debuginfo.DefaultDebugDirs()
 	}
 	return &Symbolizer{
 		procRoot:  opts.ProcRoot,
@@ -139,7 +143,7 @@ func New(opts Options) (*Symbolizer, error) {
 		kernel:    newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
 		procs:     make(map[uint32]*process),
 		bins:      make(map[binKey]*binEntry),
-		fetch:     newDebuginfodFetcher(),
+		fetch:     debuginfod.NewFetcher(),
 		now:       time.Now,
 	}, nil
 }
@@ -178,7 +182,7 @@ func (s *Symbolizer) Note() string {
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fetch.gen.Load() != s.applied {
+	if s.fetch.Gen.Load() != s.applied {
 		s.applyArrivals()
 	}
 	frames := make([]Frame, 0, len(kernelIPs)+len(userIPs))
@@ -347,7 +351,7 @@ func (s *Symbolizer) Forget(pid uint32) {
 // idempotent. The Symbolizer must not be used
 // after Close, except to Close again.
 func (s *Symbolizer) Close() error {
-	s.fetch.close() // before s.mu: downloads never take it anyway
+	s.fetch.Close() // before s.mu: downloads never take it anyway
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, be := range s.bins {

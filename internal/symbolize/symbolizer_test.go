@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -93,7 +95,7 @@ func checkFrames(t *testing.T, got []Frame, want []wantFrame) {
 }
 
 func TestStackFakeProc(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 42, 0x555555554000
 	text := textMapping(t, bin, base)
 	vdso := MapsEntry{Start: 0x7ffd5a1f0000, Limit: 0x7ffd5a1f2000, Perms: "r-xp", Path: "[vdso]"}
@@ -101,8 +103,8 @@ func TestStackFakeProc(t *testing.T) {
 	fp := newFakeProc(t)
 	fp.setMaps(pid, text, vdso, jit)
 	s := fp.symbolizer("testdata/kallsyms.txt")
-	leaf := elfSymbol(t, bin, "leaf")
-	mangled := elfSymbol(t, bin, "_ZN2ns7mangledEi")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
+	mangled := symtest.ElfSymbol(t, bin, "_ZN2ns7mangledEi")
 	kernel := []uint64{0xffffffff81002010, 0xffffffff81000100, 0xffffffffc0001150, 0x1000}
 	user := []uint64{
 		base + leaf.Value + 4,         // leaf
@@ -111,7 +113,7 @@ func TestStackFakeProc(t *testing.T) {
 		vdso.Start + 0x10, jit.Start + 0x10, 0x10,
 	}
 	beforeMangled := wantFrame{"", ReasonNoSymbol, bin} // the padding before it
-	if middle := elfSymbol(t, bin, "middle"); middle.Value+middle.Size == mangled.Value {
+	if middle := symtest.ElfSymbol(t, bin, "middle"); middle.Value+middle.Size == mangled.Value {
 		beforeMangled = wantFrame{"middle", ReasonNone, bin}
 	}
 	st := s.Stack(pid, kernel, user)
@@ -134,7 +136,7 @@ func TestStackFakeProc(t *testing.T) {
 	if !f[0].Kernel || f[4].Kernel || f[0].SymbolStart != 0xffffffff81002000 {
 		t.Errorf("kernel frame %+v or user frame %+v wrong", f[0], f[4])
 	}
-	if m := f[4].Mapping; m.BuildID != gnuBuildID(t, bin) || m.Start != text.Start || m.Inode != text.Inode || m.Device != text.Device {
+	if m := f[4].Mapping; m.BuildID != symtest.GnuBuildID(t, bin) || m.Start != text.Start || m.Inode != text.Inode || m.Device != text.Device {
 		t.Errorf("user mapping = %+v; want %+v with the build ID", m, text)
 	}
 	if s.Note() != "" {
@@ -153,7 +155,7 @@ func TestStackFakeProc(t *testing.T) {
 }
 
 func TestStackDeletedUsesMapFiles(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 7, 0x7f1234560000
 	e := textMapping(t, bin, base)
 	e.Path, e.Deleted = "/gone/prog", true
@@ -161,13 +163,13 @@ func TestStackDeletedUsesMapFiles(t *testing.T) {
 	fp.setMaps(pid, e)
 	fp.linkMapFile(pid, e, bin)
 	s := fp.symbolizer("testdata/kallsyms.txt")
-	leaf := elfSymbol(t, bin, "leaf")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	st := s.Stack(pid, nil, []uint64{base + leaf.Value})
 	checkFrames(t, st.Frames, []wantFrame{{"leaf", ReasonNone, "/gone/prog"}})
 }
 
 func TestStackUnreadableBinaries(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestStackUnreadableBinaries(t *testing.T) {
 }
 
 func TestStackRereadsMaps(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 9, 0x555555554000
 	text := textMapping(t, bin, base)
 	fp := newFakeProc(t)
@@ -199,7 +201,7 @@ func TestStackRereadsMaps(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.now = func() time.Time { return now }
-	addr := base + elfSymbol(t, bin, "middle").Value
+	addr := base + symtest.ElfSymbol(t, bin, "middle").Value
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"", ReasonNoMapping, "-"}})
 	fp.setMaps(pid, text)
 	now = now.Add(minMapsReread / 2)
@@ -293,7 +295,7 @@ func TestHiddenNote(t *testing.T) {
 // it, and is dropped (at the next sweep) once every such process is
 // forgotten.
 func TestForgetSweepsBinaries(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	text := textMapping(t, bin, 0x555555554000)
 	fp := newFakeProc(t)
 	fp.setMaps(20, text)
@@ -324,7 +326,7 @@ func TestForgetSweepsBinaries(t *testing.T) {
 // ObserveStack read the maps again at once, so that the process is named
 // after it has exited (its maps gone).
 func TestObserveStackRereadsMaps(t *testing.T) {
-	bin := buildProg(t, true)
+	bin := symtest.BuildProg(t, true)
 	const pid, base = 9, 0x555555554000
 	text := textMapping(t, bin, base)
 	fp := newFakeProc(t)
@@ -333,7 +335,7 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	now := time.Unix(1000, 0)
 	s.now = func() time.Time { return now }
 	s.Observe(pid)
-	addr := base + elfSymbol(t, bin, "middle").Value
+	addr := base + symtest.ElfSymbol(t, bin, "middle").Value
 	fp.setMaps(pid, text)
 	now = now.Add(mapsRereadInterval)
 	if s.ObserveStack(pid, []uint64{addr}) {

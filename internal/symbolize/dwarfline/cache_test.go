@@ -1,0 +1,190 @@
+package dwarfline
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+)
+
+// TestSectionCacheSlot: what save writes, load reads back; a file with a
+// bad magic, size, CRC or length is a miss that leaves out zero; no
+// cache or no build ID means no slot.
+func TestSectionCacheSlot(t *testing.T) {
+	c := NewSectionCache(t.TempDir(), 1<<20)
+	s := c.slot("abcd", "info", 1234)
+	data := bytes.Repeat([]byte("dwarf!"), 1000)
+	out := make([]byte, len(data))
+	if n := s.load(out); n != 0 {
+		t.Fatalf("load before save = %d", n)
+	}
+	s.save(data[:4000], len(data))
+	if n := s.load(out); n != 4000 || !bytes.Equal(out[:n], data[:4000]) {
+		t.Fatalf("load = %d bytes (equal %v), want the 4000 saved", n, bytes.Equal(out[:n], data[:4000]))
+	}
+	if n := s.load(make([]byte, len(data)+1)); n != 0 {
+		t.Errorf("load into a section of another size = %d, want a miss", n)
+	}
+	good, err := os.ReadFile(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string][]byte{
+		"magic":     append([]byte("gpdwarf0"), good[8:]...),
+		"crc":       append(append([]byte{}, good[:len(good)-1]...), good[len(good)-1]^1),
+		"truncated": good[:len(good)-10],
+		"header":    good[:20],
+	} {
+		if err := os.WriteFile(s.path, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		clear(out)
+		if n := s.load(out); n != 0 || !bytes.Equal(out, make([]byte, len(out))) {
+			t.Errorf("%s: load = %d, want a miss with out left zero", name, n)
+		}
+	}
+	if c.slot("", "info", 1) != nil || (*SectionCache)(nil).slot("abcd", "info", 1) != nil || NewSectionCache("", 1) != nil {
+		t.Error("a slot without a build ID or a cache")
+	}
+	var none *cacheSlot
+	none.save(data, len(data)) // no-ops
+	if none.load(out) != 0 {
+		t.Error("nil slot loaded something")
+	}
+}
+
+// TestSectionCacheTrim: past its bound the cache drops the files used
+// least recently (a load refreshes a file), and stale temporary files.
+func TestSectionCacheTrim(t *testing.T) {
+	dir := t.TempDir()
+	c := NewSectionCache(dir, 3500) // three entries of 1000 bytes, not four
+	data := make([]byte, 1000)
+	old := time.Now().Add(-time.Hour)
+	for i, id := range []string{"a", "b", "c"} {
+		s := c.slot(id, "info", 1)
+		s.save(data, len(data))
+		when := old.Add(time.Duration(i) * time.Minute)
+		os.Chtimes(s.path, when, when)
+	}
+	c.slot("a", "info", 1).load(make([]byte, len(data))) // a is now the newest
+	stale := filepath.Join(dir, "a", ".tmp-123")
+	os.WriteFile(stale, data, 0o600)
+	os.Chtimes(stale, old.Add(-time.Hour), old.Add(-time.Hour))
+	c.slot("d", "info", 1).save(data, len(data)) // over the bound: b goes
+	for id, want := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
+		_, err := os.Stat(c.slot(id, "info", 1).path)
+		if (err == nil) != want {
+			t.Errorf("entry %s: present %v, want %v", id, err == nil, want)
+		}
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("stale temporary file kept")
+	}
+}
+
+// TestDWARFSectionCache: a run that looked up one function saves the
+// prefix it inflated; the next run starts from it and, asked for every
+// function, inflates the rest (skipping what it read) with the same
+// answers as the whole sections, and saves the longer prefix; once the
+// cache holds a whole section, it is not inflated at all. A corrupt
+// cache file is ignored.
+func TestDWARFSectionCache(t *testing.T) {
+	bin, raw, f, ref := lazyManyUnits(t)
+	cache := NewSectionCache(t.TempDir(), DefaultSectionCacheBytes)
+	var read atomic.Int64 // bytes the last load read from the file
+	load := func() *Data {
+		r := &countingReaderAt{r: bytes.NewReader(raw), n: &read}
+		ef, lr, err := elfio.OpenELF(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read.Store(0)
+		d := Load(ef, lr, cache)
+		if d == nil {
+			t.Fatal("loadDWARF: nil")
+		}
+		return d
+	}
+	id := elfio.BuildID(f)
+	if id == "" {
+		t.Skip("skipping: the test program has no build ID")
+	}
+	infoPath := cache.slot(id, "info", f.Section(".debug_info").FileSize).path
+	cachedLen := func() int64 {
+		st, err := os.Stat(infoPath)
+		if err != nil {
+			return 0
+		}
+		return st.Size() - cacheHeaderLen
+	}
+
+	d := load()
+	x := NewTable(d)
+	first := symtest.ElfSymbol(t, bin, "f0_0").Value
+	x.Lines(first)
+	saveAll(d)
+	part := cachedLen()
+	if part == 0 || part >= int64(len(d.info)) || part != int64(d.InfoZ.avail) {
+		t.Fatalf("after one lookup: %d bytes of .debug_info cached, %d inflated of %d", part, d.InfoZ.avail, len(d.info))
+	}
+
+	d = load()
+	if d.InfoZ == nil || d.InfoZ.avail != int(part) {
+		t.Fatalf("second load: .debug_info lazy %v, starts with %d bytes; want the %d cached", d.InfoZ != nil, d.InfoZ.avail, part)
+	}
+	x = NewTable(d)
+	checkAllLines(t, f, ref, x)
+	x.Lines(1) // a miss: the whole index, the whole section
+	saveAll(d)
+	if got := cachedLen(); got != int64(len(d.info)) {
+		t.Fatalf("after every lookup: %d bytes cached, want all %d", got, len(d.info))
+	}
+
+	readBefore := read.Load()
+	d = load()
+	if d.InfoZ != nil {
+		t.Errorf("third load: .debug_info still inflated on demand (%d bytes valid), want it whole from the cache", d.InfoZ.avail)
+	}
+	// Its compressed bytes are not even read.
+	if saved := readBefore - read.Load(); saved < int64(f.Section(".debug_info").FileSize)-26 {
+		t.Errorf("third load read %d bytes of the file, the second %d: want .debug_info's %d compressed bytes left unread",
+			read.Load(), readBefore, f.Section(".debug_info").FileSize)
+	}
+	checkAllLines(t, f, ref, NewTable(d))
+
+	b, err := os.ReadFile(infoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x55
+	os.WriteFile(infoPath, b, 0o600)
+	d = load()
+	if d.InfoZ == nil || d.InfoZ.saved != 0 {
+		t.Errorf("corrupt cache: .debug_info lazy %v, %d bytes from the cache; want it inflated from the start", d.InfoZ != nil, d.InfoZ.saved)
+	}
+	checkAllLines(t, f, ref, NewTable(d))
+}
+
+func saveAll(d *Data) {
+	d.InfoZ.Save()
+	d.AbbrevZ.Save()
+	d.LineZ.Save()
+}
+
+// countingReaderAt counts the bytes read through it into n.
+type countingReaderAt struct {
+	r io.ReaderAt
+	n *atomic.Int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	got, err := c.r.ReadAt(p, off)
+	c.n.Add(int64(got))
+	return got, err
+}

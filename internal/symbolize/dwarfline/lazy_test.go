@@ -1,0 +1,213 @@
+package dwarfline
+
+import (
+	"bytes"
+	"compress/zlib"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/srcline"
+)
+
+// TestLazySectionPrefix checks that a lazySection inflates what is asked
+// and no more than a step beyond, gives the same bytes as inflating
+// whole, and stops short (without panicking) on a corrupt stream.
+func TestLazySectionPrefix(t *testing.T) {
+	plain := make([]byte, 5*lazyInflateStep+123)
+	for i := range plain {
+		plain[i] = byte(i * 7 / 3)
+	}
+	var z bytes.Buffer
+	w := zlib.NewWriter(&z)
+	w.Write(plain)
+	w.Close()
+	raw := z.Bytes()
+	le := binary.LittleEndian
+	f := &elf.File{FileHeader: elf.FileHeader{Class: elf.ELFCLASS64, ByteOrder: le}}
+	sec := func(body []byte) *lazySection {
+		var hdr [24]byte // Elf64_Chdr
+		le.PutUint32(hdr[:], elfCompressZlib)
+		le.PutUint64(hdr[8:], uint64(len(plain)))
+		file := append(hdr[:], body...)
+		s := &elf.Section{SectionHeader: elf.SectionHeader{Name: ".debug_info", Type: elf.SHT_PROGBITS,
+			Flags: elf.SHF_COMPRESSED, FileSize: uint64(len(file)), Size: uint64(len(plain))}}
+		lr := elfio.NewReaderAt(bytes.NewReader(file), 1<<30)
+		got, err := dwarfSectionData(lr, f, s, 1<<30, true, nil)
+		if err != nil || got.lazy == nil {
+			t.Fatalf("dwarfSectionData: lazy %v, err %v", got.lazy != nil, err)
+		}
+		return got.lazy
+	}
+	old := lazySectionMin
+	lazySectionMin = 0
+	defer func() { lazySectionMin = old }()
+
+	s := sec(raw)
+	if got := s.prefix(10); got != lazyInflateStep {
+		t.Errorf("prefix(10) made %d bytes valid, want one step (%d)", got, lazyInflateStep)
+	}
+	if got := s.prefix(uint64(3*lazyInflateStep + 1)); got != 3*lazyInflateStep+1 || s.complete() {
+		t.Errorf("prefix(3 steps + 1) = %d, complete %v; want exactly that, not complete", got, s.complete())
+	}
+	if got := s.prefix(1 << 40); got != len(plain) || !s.complete() || !bytes.Equal(s.buf, plain) {
+		t.Fatalf("prefix(all) = %d of %d, complete %v, bytes equal %v", got, len(plain), s.complete(), bytes.Equal(s.buf, plain))
+	}
+
+	bad := slices.Clone(raw)
+	for i := len(bad) / 2; i < len(bad); i++ {
+		bad[i] = 0xff
+	}
+	s = sec(bad)
+	if got := s.prefix(1 << 40); got >= len(plain) || !s.complete() || !s.failed {
+		t.Errorf("corrupt stream: prefix(all) = %d of %d, failed %v; want short and failed", got, len(plain), s.failed)
+	}
+	if got := s.prefix(1 << 40); got >= len(plain) {
+		t.Errorf("corrupt stream: second prefix(all) = %d", got)
+	}
+}
+
+// TestLazyDWARFMatchesWhole builds a C program of many compilation units
+// with zlib-compressed DWARF and checks that the reader that inflates
+// .debug_info, .debug_abbrev and .debug_line on demand answers every
+// address exactly as the one given the whole sections, that a lookup in
+// the first unit inflates only the start of .debug_info, and that an
+// address no unit holds completes the index.
+func TestLazyDWARFMatchesWhole(t *testing.T) {
+	bin, raw, f, ref := lazyManyUnits(t)
+	load := func() *Data {
+		ef, lr, err := elfio.OpenELF(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := Load(ef, lr, nil)
+		if d == nil || d.InfoZ == nil || d.AbbrevZ == nil || d.LineZ == nil {
+			t.Fatalf("loadDWARF: %v; want .debug_info, .debug_abbrev and .debug_line inflated on demand", d != nil)
+		}
+		return d
+	}
+
+	// The first unit's function: only the start of .debug_info is read.
+	d := load()
+	x := NewTable(d)
+	first := symtest.ElfSymbol(t, bin, "f0_0").Value
+	if got := x.Lines(first); len(got) == 0 || got[len(got)-1].Function != "f0_0" {
+		t.Fatalf("lines(f0_0) = %+v", got)
+	}
+	if !x.partial || d.InfoZ.complete() || d.InfoZ.avail > len(d.info)/2 {
+		t.Errorf("after one lookup in the first unit: partial index %v, %d of %d bytes of .debug_info inflated; want a partial index and under half",
+			x.partial, d.InfoZ.avail, len(d.info))
+	}
+
+	// Every function start and a few addresses inside: the same answers.
+	checkAllLines(t, f, ref, x)
+
+	// An address no unit holds completes the index and the inflation.
+	d = load()
+	x = NewTable(d)
+	if got := x.Lines(1); got != nil {
+		t.Errorf("lines(1) = %v, want none", got)
+	}
+	if x.partial || !d.InfoZ.complete() {
+		t.Errorf("after a miss: partial %v, .debug_info complete %v; want the whole index", x.partial, d.InfoZ.complete())
+	}
+	if got, want := fmt.Sprint(x.Lines(first)), fmt.Sprint(ref.Lines(first)); got != want {
+		t.Errorf("after a miss, lines(f0_0) = %s, want %s", got, want)
+	}
+}
+
+// checkAllLines checks that x answers every function of f (its start,
+// middle and last byte) as ref does.
+func checkAllLines(t *testing.T, f *elf.File, ref, x srcline.Source) {
+	t.Helper()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
+			continue
+		}
+		for _, off := range []uint64{0, s.Size / 2, max(s.Size, 1) - 1} {
+			pc := s.Value + off
+			want, got := fmt.Sprint(ref.Lines(pc)), fmt.Sprint(x.Lines(pc))
+			if got != want {
+				t.Errorf("lines(%#x) (%s+%d) = %s, want %s", pc, s.Name, off, got, want)
+			}
+			checked++
+		}
+	}
+	if checked < 240 {
+		t.Fatalf("checked %d addresses; the program has 240 functions", checked)
+	}
+}
+
+// lazyManyUnits is buildManyUnits, with its bytes, for tests of inflating
+// on demand: until the test ends, every compressed section is inflated
+// on demand whatever its size, in steps of 512 bytes (the program's
+// .debug_info is tens of KiB).
+func lazyManyUnits(t *testing.T) (bin string, raw []byte, f *elf.File, ref srcline.Source) {
+	bin, f, ref = buildManyUnits(t)
+	oldMin, oldStep := lazySectionMin, lazyInflateStep
+	lazySectionMin, lazyInflateStep = 0, 512
+	t.Cleanup(func() { lazySectionMin, lazyInflateStep = oldMin, oldStep })
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, raw, f, ref
+}
+
+// buildManyUnits builds a C program of 40 compilation units, each with
+// six functions and an inlined one, with zlib-compressed DWARF, and
+// returns its path, the open ELF file and a line reader given its whole
+// sections (the reference). It skips when gcc cannot compress DWARF.
+func buildManyUnits(t *testing.T) (string, *elf.File, srcline.Source) {
+	gcc := symtest.LookPath(t, "gcc", "builds the test program with compressed DWARF")
+	dir := t.TempDir()
+	var srcs []string
+	for i := range 40 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "static inline __attribute__((always_inline)) int in%d(int x) { return x * %d + (x >> 3); }\n", i, i+3)
+		for j := range 6 {
+			fmt.Fprintf(&b, "__attribute__((noinline)) int f%d_%d(int x) { for (int k = 0; k < x; k++) x += in%d(k); return x; }\n", i, j, i)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("u%02d.c", i))
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, p)
+	}
+	main := filepath.Join(dir, "main.c")
+	if err := os.WriteFile(main, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "many")
+	symtest.Run(t, gcc, append([]string{"-O2", "-g", "-gz=zlib", "-o", bin, main}, srcs...)...)
+
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if s := f.Section(".debug_info"); s == nil || s.Flags&elf.SHF_COMPRESSED == 0 {
+		t.Skip("skipping: gcc -gz=zlib wrote no compressed .debug_info (binutils without zlib?)")
+	}
+	whole := map[string][]byte{}
+	for _, s := range f.Sections {
+		if name := dwarfName(s.Name); slices.Contains(dwarfSections, name) {
+			if whole[name], err = s.Data(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return bin, f, NewTable(newDWARFData(whole, false))
+}

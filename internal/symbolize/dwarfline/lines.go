@@ -1,0 +1,322 @@
+package dwarfline
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/gprofile/gprofile/internal/symbolize/srcline"
+)
+
+// maxRangeWalk is how many compilation-unit or function ranges a lookup
+// looks back past the nearest one for one that holds the address (ranges
+// that overlap or nest).
+const maxRangeWalk = 8
+
+// Table answers line and inlining queries from DWARF. It parses
+// nothing up front: the first query builds an index of compilation unit
+// (CU) address ranges (from .debug_aranges, else each unit's root DIE),
+// and each CU's line table and inline tree are read on its first query
+// and kept. When .debug_info is inflated on demand and has
+// .debug_aranges, the index first holds only the units .debug_aranges
+// lists, so that no unit is inflated before a query needs it; the first
+// address it misses completes the index, as if built whole. Corrupt
+// DWARF gives no lines, never a panic.
+type Table struct {
+	mu      sync.Mutex
+	D       *Data
+	indexed bool
+	partial bool      // the index holds only the units of .debug_aranges
+	ranges  []pcRange // CU ranges, sorted by lo; idx is into units
+	units   []*cuLines
+	own     *unitLoader // resolves names for lines, under mu
+	chain   []int       // scratch for expand
+}
+
+// unitLoader resolves function names; each goroutine that does has its
+// own cache.
+type unitLoader struct {
+	d     *Data
+	names map[uint64]funcName // resolved function names, by DIE offset
+	rows  []lineRow           // scratch for line programs
+}
+
+// newUnitLoader returns a unitLoader of d.
+func newUnitLoader(d *Data) *unitLoader {
+	return &unitLoader{d: d, names: make(map[uint64]funcName)}
+}
+
+// pcRange is the address range [lo, hi) of the item at index idx.
+type pcRange struct {
+	lo, hi uint64
+	idx    int32
+}
+
+// cuLines is what one CU says about addresses: its line table and its
+// inline tree. It is filled on first use (loaded).
+type cuLines struct {
+	off   uint64    // .debug_info offset of the unit's header
+	once  sync.Once // finds u, loads files, rows and tree
+	u     *unit     // nil until loaded, and when off holds no unit
+	files []string  // file names, by DWARF file index
+	rows  []lineRow // line table, sorted by address
+	tree  inlineTree
+}
+
+// lineRow is a row of a line table: from addr on, the code is at
+// files[file]:line, up to the next row. An end-of-sequence row has file
+// endOfSequence: no line holds its address.
+type lineRow struct {
+	addr       uint64
+	file, line uint32
+}
+
+// Special file indexes: the end of a sequence, and no (known) file.
+const (
+	endOfSequence = ^uint32(0)
+	noFile        = endOfSequence - 1
+)
+
+// NewTable returns a line source for d.
+func NewTable(d *Data) *Table {
+	return &Table{D: d, own: newUnitLoader(d)}
+}
+
+// Lines returns the source lines of pc, innermost first; see
+// Binary.Lines.
+func (x *Table) Lines(pc uint64) []srcline.Line {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.indexed {
+		x.indexed = true
+		x.buildIndex()
+	}
+	cu := x.unitFor(pc)
+	if cu == nil && x.partial {
+		x.completeIndex()
+		cu = x.unitFor(pc)
+	}
+	if cu == nil {
+		return nil
+	}
+	cu.once.Do(func() { x.own.loadUnit(cu) })
+	return x.expand(cu, pc)
+}
+
+// buildIndex reads the ranges of every unit with code into x.ranges:
+// its .debug_aranges set when it has one, else its root DIE's
+// DW_AT_low_pc/high_pc or DW_AT_ranges. Corrupt units are left out.
+// When .debug_info is inflated on demand and .debug_aranges is valid, it
+// reads only the .debug_aranges sets and marks the index partial.
+func (x *Table) buildIndex() {
+	defer func() {
+		if recover() != nil {
+			x.ranges, x.units, x.partial = nil, nil, false
+		}
+	}()
+	sets, ok := x.D.arangeSets()
+	if !ok || x.D.InfoZ.complete() {
+		x.indexUnits(sets, nil)
+		return
+	}
+	offs := slices.Sorted(maps.Keys(sets))
+	for _, off := range offs {
+		x.addRanges(sets[off], &cuLines{off: off})
+	}
+	slices.SortFunc(x.ranges, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
+	x.partial = true
+}
+
+// completeIndex turns a partial index into the whole one, keeping the
+// units already loaded.
+func (x *Table) completeIndex() {
+	defer func() {
+		if recover() != nil {
+			x.ranges, x.units = nil, nil
+		}
+	}()
+	x.partial = false
+	known := make(map[uint64]*cuLines, len(x.units))
+	for _, cu := range x.units {
+		known[cu.off] = cu
+	}
+	sets, _ := x.D.arangeSets()
+	x.ranges, x.units = x.ranges[:0], x.units[:0]
+	x.indexUnits(sets, known)
+}
+
+// indexUnits reads every unit header and adds the ranges of each unit
+// with code (from sets, else its root DIE) to the index, reusing the
+// cuLines of known, by offset.
+func (x *Table) indexUnits(sets map[uint64][][2]uint64, known map[uint64]*cuLines) {
+	var rs [][2]uint64
+	for _, u := range x.D.everyUnit() {
+		if !u.hasCode() {
+			continue
+		}
+		set, ok := sets[u.off]
+		if ok {
+			rs = set
+		} else {
+			root := x.D.rootOf(u)
+			if !root.ok || (root.tag != tagCompileUnit && root.tag != tagSkeletonUnit) {
+				continue
+			}
+			a := pcAttrs{low: root.low, high: root.high, ranges: root.rngs,
+				hasLow: root.lowSet, hasHigh: root.highSet, hasRanges: root.rangesSet}
+			rs = x.D.rangesOf(u, &a, rs[:0])
+		}
+		cu := known[u.off]
+		if cu == nil {
+			cu = &cuLines{off: u.off}
+		}
+		x.addRanges(rs, cu)
+	}
+	slices.SortFunc(x.ranges, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
+}
+
+// addRanges adds cu, and its address ranges rs, to the index (unsorted).
+func (x *Table) addRanges(rs [][2]uint64, cu *cuLines) {
+	for _, rg := range rs {
+		x.ranges = append(x.ranges, pcRange{lo: rg[0], hi: rg[1], idx: int32(len(x.units))})
+	}
+	x.units = append(x.units, cu)
+}
+
+// unitFor returns the CU whose ranges hold pc, or nil.
+func (x *Table) unitFor(pc uint64) *cuLines {
+	if i, ok := findRange(x.ranges, pc); ok {
+		return x.units[x.ranges[i].idx]
+	}
+	return nil
+}
+
+// findRange returns the index of the range holding pc in rs (sorted by
+// lo): the last one starting at or below pc that holds it, looking back
+// at most maxRangeWalk ranges.
+func findRange(rs []pcRange, pc uint64) (int, bool) {
+	i, _ := slices.BinarySearchFunc(rs, pc, func(r pcRange, pc uint64) int {
+		if r.lo <= pc {
+			return -1
+		}
+		return 1
+	})
+	for j := i - 1; j >= 0 && j >= i-maxRangeWalk; j-- {
+		if pc < rs[j].hi {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// loadUnit finds cu's unit (reading, and inflating, .debug_info up to
+// its end) and reads its line table and inline tree. Corrupt parts are
+// left empty: a bad line table gives no lines, a bad tree no inlined
+// frames.
+func (u *unitLoader) loadUnit(cu *cuLines) {
+	if cu.u = u.d.unitStartingAt(cu.off); cu.u == nil || !cu.u.hasCode() {
+		cu.u = nil
+		return
+	}
+	u.readLineTable(cu)
+	u.readInlineTree(cu)
+}
+
+// Preload loads the units holding pcs that are not loaded yet, with
+// workers goroutines, each with its own unitLoader.
+func (x *Table) Preload(pcs []uint64, workers int) {
+	x.mu.Lock()
+	if !x.indexed {
+		x.indexed = true
+		x.buildIndex()
+	}
+	seen := make(map[*cuLines]bool)
+	var todo []*cuLines
+	for _, pc := range pcs {
+		cu := x.unitFor(pc)
+		if cu == nil && x.partial {
+			x.completeIndex()
+			cu = x.unitFor(pc)
+		}
+		if cu != nil && !seen[cu] {
+			seen[cu] = true
+			todo = append(todo, cu)
+		}
+	}
+	x.mu.Unlock()
+	work := make(chan *cuLines)
+	var wg sync.WaitGroup
+	for range min(workers, len(todo)) {
+		wg.Go(func() {
+			u := newUnitLoader(x.D)
+			for cu := range work {
+				cu.once.Do(func() { u.loadUnit(cu) })
+			}
+		})
+	}
+	for _, cu := range todo {
+		work <- cu
+	}
+	close(work)
+	wg.Wait()
+}
+
+// readLineTable reads cu's line table into cu.rows (sequences sorted by
+// address) and cu.files.
+func (u *unitLoader) readLineTable(cu *cuLines) {
+	defer func() {
+		if recover() != nil {
+			cu.rows, cu.files = nil, nil
+		}
+	}()
+	root := u.d.rootOf(cu.u)
+	if !root.ok || !root.hasStmt {
+		return
+	}
+	cu.rows, cu.files = u.d.readLineProgram(cu.u, root.stmtList, root.compDir, &u.rows)
+}
+
+// sortSequences returns a new slice of rows with its sequences (seqs,
+// as row index ranges) ordered by start address, keeping the order
+// within each.
+func sortSequences(rows []lineRow, seqs []pcRange) []lineRow {
+	sorted := slices.IsSortedFunc(seqs, func(a, b pcRange) int {
+		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)
+	})
+	if sorted {
+		return slices.Clone(rows)
+	}
+	slices.SortStableFunc(seqs, func(a, b pcRange) int {
+		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)
+	})
+	out := make([]lineRow, 0, len(rows))
+	for _, s := range seqs {
+		out = append(out, rows[s.lo:s.hi]...)
+	}
+	return out
+}
+
+// lineAt returns the file and line of pc from cu's line table: the last
+// row at or below pc, unless that ends a sequence.
+func (cu *cuLines) lineAt(pc uint64) (file string, line int) {
+	i, _ := slices.BinarySearchFunc(cu.rows, pc, func(r lineRow, pc uint64) int {
+		if r.addr <= pc {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 || cu.rows[i-1].file == endOfSequence {
+		return "", 0
+	}
+	r := cu.rows[i-1]
+	return cu.file(r.file), int(r.line)
+}
+
+// file returns the name of DWARF file index i of cu, "" when unknown.
+func (cu *cuLines) file(i uint32) string {
+	if uint64(i) < uint64(len(cu.files)) {
+		return cu.files[i]
+	}
+	return ""
+}

@@ -1,0 +1,228 @@
+package dwarfline
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+)
+
+// loadBoth returns the DWARF of the ELF at path as our reader and as
+// debug/dwarf read it.
+func loadBoth(t *testing.T, path string) (*Data, *dwarf.Data) {
+	t.Helper()
+	f, lr := symtest.OpenELFFile(t, path)
+	ours := Load(f, lr, nil)
+	std, err := f.DWARF()
+	if ours == nil || err != nil {
+		t.Fatalf("load DWARF of %s: ours %v, debug/dwarf %v", path, ours != nil, err)
+	}
+	return ours, std
+}
+
+// TestDWARFReaderMatchesStdlib checks the reader against debug/dwarf on
+// binaries built by gcc and clang with DWARF 4 and 5: the ranges of
+// every compilation unit and function, every row and file name of the
+// line tables, and the names of functions.
+func TestDWARFReaderMatchesStdlib(t *testing.T) {
+	for _, cc := range []string{"gcc", "clang"} {
+		for _, v := range []string{"-gdwarf-4", "-gdwarf-5"} {
+			t.Run(cc+v, func(t *testing.T) {
+				tool := symtest.LookPath(t, cc, "builds testdata/inline.c")
+				bin := filepath.Join(t.TempDir(), "inline")
+				symtest.Run(t, tool, "-O2", "-g", v, "-o", bin, "../testdata/inline.c")
+				ours, std := loadBoth(t, bin)
+				compareUnits(t, ours, std)
+			})
+		}
+	}
+}
+
+// TestDWARFReaderMatchesStdlibGo does the same on a Go binary (DWARF 5
+// with compressed sections and range lists).
+func TestDWARFReaderMatchesStdlibGo(t *testing.T) {
+	bin := symtest.BuildGo(t, t.TempDir(), "goinline", "../testdata/goinline.go")
+	ours, std := loadBoth(t, bin)
+	compareUnits(t, ours, std)
+}
+
+// compareUnits compares every compile unit of ours and std.
+func compareUnits(t *testing.T, ours *Data, std *dwarf.Data) {
+	r := std.Reader()
+	units := 0
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			break
+		}
+		if e.Tag != dwarf.TagCompileUnit {
+			r.SkipChildren()
+			continue
+		}
+		u := ours.unitAt(uint64(e.Offset))
+		if u == nil || u.dieOff != uint64(e.Offset) {
+			t.Fatalf("no unit at %#x", e.Offset)
+		}
+		units++
+		root := ours.rootOf(u)
+		a := pcAttrs{low: root.low, high: root.high, ranges: root.rngs, hasLow: root.lowSet, hasHigh: root.highSet, hasRanges: root.rangesSet}
+		want, _ := std.Ranges(e)
+		if got := ours.rangesOf(u, &a, nil); fmt.Sprint(got) != fmt.Sprint(nonEmpty(want)) {
+			t.Errorf("unit %#x ranges = %#x, want %#x", e.Offset, got, want)
+		}
+		compareLines(t, ours, std, u, e)
+		compareFuncs(t, ours, std, u, r)
+	}
+	if units == 0 {
+		t.Fatal("no compile units")
+	}
+}
+
+// nonEmpty returns the ranges of rs with lo < hi.
+func nonEmpty(rs [][2]uint64) [][2]uint64 {
+	var out [][2]uint64
+	for _, r := range rs {
+		if r[0] < r[1] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// compareLines compares the line table of unit u (entry e) with
+// debug/dwarf's LineReader.
+func compareLines(t *testing.T, ours *Data, std *dwarf.Data, u *unit, e *dwarf.Entry) {
+	cu := &cuLines{u: u}
+	newUnitLoader(ours).readLineTable(cu)
+	rows, files := cu.rows, cu.files
+	lr, err := std.LineReader(e)
+	if err != nil {
+		t.Fatalf("LineReader: %v", err)
+	}
+	if lr == nil {
+		if len(rows)+len(files) > 0 {
+			t.Errorf("unit %#x without a line table has %d rows", u.off, len(rows))
+		}
+		return
+	}
+	var want []lineRow
+	var le dwarf.LineEntry
+	for {
+		if err := lr.Next(&le); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		row := lineRow{addr: le.Address, line: uint32(le.Line), file: noFile}
+		if le.EndSequence {
+			row = lineRow{addr: le.Address, file: endOfSequence}
+		}
+		for i, f := range lr.Files() {
+			if !le.EndSequence && f != nil && f == le.File {
+				row.file = uint32(i)
+			}
+		}
+		want = append(want, row)
+	}
+	want = sortSequences(want, sequencesOf(want))
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("unit %#x: %d rows, want %d\n got %v\nwant %v", u.off, len(rows), len(want), rows, want)
+	}
+	var wantFiles []string
+	for _, f := range lr.Files() {
+		name := ""
+		if f != nil {
+			name = f.Name
+		}
+		wantFiles = append(wantFiles, name)
+	}
+	if fmt.Sprint(files) != fmt.Sprint(wantFiles) {
+		t.Errorf("unit %#x files = %q, want %q", u.off, files, wantFiles)
+	}
+}
+
+// sequencesOf returns the row index ranges of the sequences of rows.
+func sequencesOf(rows []lineRow) []pcRange {
+	var seqs []pcRange
+	start := 0
+	for i, r := range rows {
+		if r.file == endOfSequence {
+			seqs = append(seqs, pcRange{lo: uint64(start), hi: uint64(i + 1)})
+			start = i + 1
+		}
+	}
+	return seqs
+}
+
+// compareFuncs compares, for every subprogram and inlined subroutine
+// with code in the unit r is at the children of, its ranges and name.
+func compareFuncs(t *testing.T, ours *Data, std *dwarf.Data, u *unit, r *dwarf.Reader) {
+	loader := newUnitLoader(ours)
+	for depth := 1; depth > 0; {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return
+		}
+		if e.Tag == 0 {
+			depth--
+			continue
+		}
+		if e.Children {
+			depth++
+		}
+		if e.Tag != dwarf.TagSubprogram && e.Tag != dwarf.TagInlinedSubroutine {
+			continue
+		}
+		want, _ := std.Ranges(e)
+		if len(nonEmpty(want)) == 0 {
+			continue
+		}
+		var tree inlineTree
+		dr, _ := ours.newDIEReader(u, uint64(e.Offset))
+		ab := dr.next()
+		n, _ := loader.treeNode(&tree, &dr, ab, uint64(e.Offset), true)
+		if n < 0 || fmt.Sprint(tree.ranges) != fmt.Sprint(nonEmpty(want)) {
+			t.Errorf("DIE %#x ranges = %#x, want %#x", e.Offset, tree.ranges, want)
+		}
+		if got := loader.nameAt(uint64(e.Offset), maxOriginHops); got.system == "" {
+			t.Errorf("DIE %#x has no name", e.Offset)
+		}
+	}
+}
+
+// TestDWARFReaderOnLibc compares the reader with debug/dwarf on libc's
+// separate debug file (DWARF 5, compressed sections), when installed.
+func TestDWARFReaderOnLibc(t *testing.T) {
+	libc := symtest.SystemLibc(t)
+	f, err := elf.Open(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := elfio.BuildID(f)
+	f.Close()
+	debug := ""
+	if len(id) > 2 {
+		debug = filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
+	}
+	if _, err := os.Stat(debug); debug == "" || err != nil {
+		t.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
+	}
+	f, err = elf.Open(debug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.DWARF(); err != nil {
+		t.Skipf("skipping: debug/dwarf cannot read %s: %v", debug, err)
+	}
+	ours, std := loadBoth(t, debug)
+	compareUnits(t, ours, std)
+}

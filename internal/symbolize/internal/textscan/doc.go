@@ -1,0 +1,4 @@
+// Package textscan holds the few helpers that the line-based /proc and
+// kallsyms parsers share: hex fields without allocation, and whole
+// reads in large chunks.
+package textscan

@@ -1,0 +1,54 @@
+package objfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+)
+
+// BenchmarkSectionCacheLibc: loading glibc and naming start_thread's
+// lines (its unit is a third into the 5.8 MB .debug_info of libc6-dbg),
+// as the first libc frame of a run does: inflating, against reading the
+// section cache that an earlier run left.
+func BenchmarkSectionCacheLibc(b *testing.B) {
+	libc := symtest.SystemLibc(b)
+	lb, err := Open(libc)
+	if err != nil || lb.DebugFile() == "" {
+		b.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
+	}
+	s, ok := symtest.FindSymbol(lb.DebugFile(), "start_thread")
+	if !ok {
+		b.Skip("skipping: libc's debug file has no start_thread")
+	}
+	load := func(b *testing.B, cacheDir string) {
+		f, err := os.Open(libc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		bin, err := Load(f, debuginfo.Options{Dir: filepath.Dir(libc), CacheDir: cacheDir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(bin.Lines(s.Value+4)) == 0 {
+			b.Fatal("no lines for start_thread")
+		}
+		bin.SaveCache()
+	}
+	b.Run("inflate", func(b *testing.B) {
+		for range b.N {
+			load(b, "")
+		}
+	})
+	b.Run("cache", func(b *testing.B) {
+		dir := b.TempDir()
+		load(b, dir) // an earlier run
+		b.ResetTimer()
+		for range b.N {
+			load(b, dir)
+		}
+	})
+}

@@ -1,0 +1,209 @@
+package objfile
+
+import (
+	"cmp"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/gopclntab"
+)
+
+// rawSym is a candidate function symbol while a Binary is built.
+type rawSym struct {
+	name  string
+	start uint64
+	size  uint64
+	limit uint64 // end of the symbol's section (or segment), bytes
+	bind  elf.SymBind
+	typ   elf.SymType
+}
+
+// readSymbols fills b.syms and b.names from .symtab and .dynsym. When f
+// has no .symtab functions, the separate debug file's .symtab stands in
+// for it (setting b.debugFile), else MiniDebugInfo's, else .gopclntab's
+// functions. A file without any of them is valid and has no symbols.
+// Errors concern f's own tables; a bad debug file is skipped.
+func (b *Binary) readSymbols(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.File, gt *gopclntab.Table) error {
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		if err := elfio.CheckSymbolTable(lr, f, typ); err != nil {
+			return err
+		}
+	}
+	symtab, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return fmt.Errorf("read .symtab: %w", err)
+	}
+	dynsym, err := f.DynamicSymbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return fmt.Errorf("read .dynsym: %w", err)
+	}
+	raws := make([]rawSym, 0, len(symtab)+len(dynsym))
+	raws = b.appendFuncs(raws, f, symtab)
+	if len(raws) == 0 && dbg != nil {
+		raws = b.appendFuncs(raws, dbg.ELF, safeSymbols(dbg.ELF, dbg.Reader))
+		if len(raws) > 0 {
+			b.debugFile = dbg.Path
+		}
+	}
+	if len(raws) == 0 {
+		if mini := debuginfo.MiniDebugInfo(f, lr); mini != nil {
+			raws = b.appendFuncs(raws, mini, safeSymbols(mini, nil))
+		}
+	}
+	if len(raws) == 0 {
+		raws = appendGoFuncs(raws, gt) // a Go binary stripped of .symtab
+	}
+	raws = b.appendFuncs(raws, f, dynsym)
+	slices.SortFunc(raws, compareRaw)
+	b.build(raws)
+	return nil
+}
+
+// safeSymbols returns the .symtab of a debug file, or nil when it has
+// none or it is corrupt (debug/elf errors and panics alike) or too large.
+func safeSymbols(f *elf.File, lr *elfio.ReaderAt) (syms []elf.Symbol) {
+	defer func() {
+		if recover() != nil {
+			syms = nil
+		}
+	}()
+	if elfio.CheckSymbolTable(lr, f, elf.SHT_SYMTAB) != nil {
+		return nil
+	}
+	syms, _ = f.Symbols()
+	return syms
+}
+
+// appendFuncs appends the function symbols of syms to raws.
+func (b *Binary) appendFuncs(raws []rawSym, f *elf.File, syms []elf.Symbol) []rawSym {
+	for i := range syms {
+		s := &syms[i]
+		typ := elf.ST_TYPE(s.Info)
+		if s.Section == elf.SHN_UNDEF || s.Value == 0 || s.Name == "" {
+			continue
+		}
+		limit, exec := b.sectionLimit(f, s)
+		switch {
+		case typ == elf.STT_FUNC || typ == elf.STT_GNU_IFUNC:
+		case typ == elf.STT_NOTYPE && s.Size > 0 && exec:
+		default:
+			continue
+		}
+		raws = append(raws, rawSym{
+			name: s.Name, start: s.Value, size: s.Size, limit: limit,
+			bind: elf.ST_BIND(s.Info), typ: typ,
+		})
+	}
+	return raws
+}
+
+// sectionLimit returns the end address of the section that holds s and
+// whether that section is executable. Without a usable section header it
+// falls back to the end of the PT_LOAD segment holding s, then to no
+// limit.
+func (b *Binary) sectionLimit(f *elf.File, s *elf.Symbol) (limit uint64, exec bool) {
+	if int(s.Section) < len(f.Sections) {
+		sec := f.Sections[s.Section]
+		if sec.Flags&elf.SHF_ALLOC != 0 && sec.Addr <= s.Value {
+			return sec.Addr + sec.Size, sec.Flags&elf.SHF_EXECINSTR != 0
+		}
+	}
+	for _, p := range b.loads {
+		if p.Vaddr <= s.Value && s.Value < p.Vaddr+p.Memsz {
+			return p.Vaddr + p.Memsz, p.Flags&elf.PF_X != 0
+		}
+	}
+	return math.MaxUint64, false
+}
+
+// compareRaw orders symbols by address, then best name first: sized over
+// size 0, global over weak over local, function over no type, fewer
+// leading underscores ("malloc" over "__libc_malloc"), then by name.
+func compareRaw(a, b rawSym) int {
+	if c := cmp.Compare(a.start, b.start); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(rankRaw(a), rankRaw(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// rankRaw scores a symbol among those at one address; lower is better.
+func rankRaw(s rawSym) int {
+	r := 0
+	if s.size == 0 {
+		r += 1000
+	}
+	switch s.bind {
+	case elf.STB_GLOBAL:
+	case elf.STB_WEAK:
+		r += 100
+	default:
+		r += 200
+	}
+	if s.typ == elf.STT_NOTYPE {
+		r += 50
+	}
+	return r + min(len(s.name)-len(strings.TrimLeft(s.name, "_")), 9)
+}
+
+// build keeps the first (best) symbol at each address, sets each symbol's
+// end, and copies the kept names into one arena.
+func (b *Binary) build(raws []rawSym) {
+	n := 0
+	for i := range raws {
+		if i == 0 || raws[i].start != raws[i-1].start {
+			raws[n] = raws[i]
+			n++
+		}
+	}
+	raws = raws[:n]
+	var arena strings.Builder
+	for i := range raws {
+		arena.WriteString(raws[i].name)
+	}
+	b.names = arena.String()
+	b.syms = make([]elfSym, n)
+	off := uint32(0)
+	for i := range raws {
+		r := &raws[i]
+		end := r.start + r.size
+		if r.size == 0 {
+			end = r.limit
+			if i+1 < n {
+				end = min(end, raws[i+1].start)
+			}
+		}
+		b.syms[i] = elfSym{start: r.start, end: end, name: off, nlen: uint32(len(r.name)), sized: r.size > 0}
+		off += uint32(len(r.name))
+	}
+}
+
+// appendGoFuncs appends the functions of a Go binary's .gopclntab to raws.
+// It is the symbol source for Go binaries without .symtab (go build
+// -ldflags=-s, and the binaries go test and go run build). A missing or
+// unparsable table adds nothing: the other symbol tables still count.
+func appendGoFuncs(raws []rawSym, gt *gopclntab.Table) []rawSym {
+	tab := gt.Get()
+	if tab == nil {
+		return raws
+	}
+	for i := range tab.Funcs {
+		fn := &tab.Funcs[i]
+		if fn.End <= fn.Entry || fn.Name == "" {
+			continue
+		}
+		raws = append(raws, rawSym{
+			name: fn.Name, start: fn.Entry, size: fn.End - fn.Entry, limit: math.MaxUint64,
+			bind: elf.STB_GLOBAL, typ: elf.STT_FUNC,
+		})
+	}
+	return raws
+}
