@@ -50,13 +50,12 @@ lint: check-layers
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-# attach and symbolize never import each other; output imports only symbolize.
+# The layering (docs/architecture.md): sampling (attach) and symbols
+# (symbolize/..., ksym) never import each other; format packages never
+# import the facade or the object-file layer. The rules are listed in
+# scripts/check-layers.sh.
 check-layers:
-	@for pair in attach:symbolize symbolize:attach output:attach; do \
-		from=$${pair%%:*}; to=$${pair##*:}; \
-		if $(GO) list -deps ./internal/$$from | grep -qx "github.com/gprofile/gprofile/internal/$$to"; then \
-			echo "internal/$$from must not import internal/$$to"; exit 1; fi; \
-	done
+	@GO=$(GO) scripts/check-layers.sh
 
 # Side-by-side benchmark with perf, bpftrace and BCC (bench/setup.sh installs
 # them); writes bench/results/DATE.md. About 13 minutes on 2 CPUs.
