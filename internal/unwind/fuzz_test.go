@@ -3,6 +3,7 @@ package unwind
 import (
 	"debug/elf"
 	"encoding/binary"
+	"sync"
 	"testing"
 )
 
@@ -96,6 +97,49 @@ func FuzzUnwind(f *testing.F) {
 		}
 		pcs, stop := u.Unwind(nil, fuzzProcess{}, &regs, stack)
 		if len(pcs) == 0 || len(pcs) > 512 || stop == stopNone || stop >= NumStops {
+			t.Fatalf("%d frames, stop %v", len(pcs), stop)
+		}
+	})
+}
+
+var libcTable = sync.OnceValue(func() *Table {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	t, _ := NewTable(f)
+	return t
+})
+
+// libcProcess maps every pc of libc's CFI range (bias 0) to libc.
+type libcProcess struct{ t *Table }
+
+func (p libcProcess) Object(pc uint64) (Object, bool) {
+	return Object{Key: "libc"}, pc >= p.t.base && pc-p.t.base <= uint64(p.t.pcs[len(p.t.pcs)-1])
+}
+
+// FuzzUnwindLibc unwinds arbitrary stack bytes with libc's real rules
+// (its signal trampoline, PLT expressions, rbp-based and rsp-based rows),
+// starting at a row chosen by the input: it must end without panicking.
+func FuzzUnwindLibc(f *testing.F) {
+	stack := make([]byte, 512)
+	for i := 8; i+8 <= len(stack); i += 16 {
+		binary.LittleEndian.PutUint64(stack[i:], 0x27000+uint64(i))
+	}
+	f.Add(uint32(0), stack)
+	f.Add(uint32(1234), stack)
+	f.Fuzz(func(t *testing.T, row uint32, stack []byte) {
+		tab := libcTable()
+		if tab == nil || tab.Rows() == 0 {
+			t.Skip("no libc")
+		}
+		u := New(Options{MaxFrames: 256})
+		u.cache.get("libc", func() *Table { return tab })
+		regs := Regs{RegRSP: 0x7ffe0000, RegRBP: 0x7ffe0040}
+		regs[RegRIP] = tab.base + uint64(tab.pcs[int(row)%len(tab.pcs)])
+		pcs, stop := u.Unwind(nil, libcProcess{tab}, &regs, stack)
+		if len(pcs) == 0 || len(pcs) > 256 || stop == stopNone || stop >= NumStops {
 			t.Fatalf("%d frames, stop %v", len(pcs), stop)
 		}
 	})
