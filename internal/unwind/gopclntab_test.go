@@ -133,6 +133,16 @@ func TestGoStrippedTopFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without .symtab the entry offsets count from .text: the same
+	// address as runtime.text in the unstripped build of the same code.
+	wf, err := elf.Open(buildGoChain(t, "-ldflags=-w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Close()
+	if got, want := goTextAddr(f), goTextAddr(wf); got != want {
+		t.Errorf("text start %#x in the stripped binary, runtime.text %#x in the unstripped one", got, want)
+	}
 	pcln, _ := sectionData(f.Section(".gopclntab"))
 	g, err := parseGoPclntab(pcln, goTextAddr(f))
 	if err != nil {
