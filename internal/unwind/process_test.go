@@ -140,8 +140,7 @@ func (s *symbolizer) name(pc uint64) string {
 	addr := pc - o.Bias
 	i := sort.Search(len(syms), func(i int) bool { return syms[i].Value > addr }) - 1
 	if i >= 0 && addr < syms[i].Value+syms[i].Size {
-		name, _, _ := strings.Cut(syms[i].Name, ".") // deep_leaf.constprop.0: GCC's clones
-		return name
+		return gccBaseName(syms[i].Name)
 	}
 	base := o.Path[strings.LastIndexByte(o.Path, '/')+1:]
 	return fmt.Sprintf("%s+%#x", base, addr)
@@ -156,4 +155,16 @@ func funcSyms(all []elf.Symbol) []elf.Symbol {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })
 	return out
+}
+
+// gccBaseName drops the suffix GCC gives the clones of a function
+// (deep_leaf.constprop.0, f.isra.0, f.part.0, f.cold); Go names
+// (main.middle) keep their dots.
+func gccBaseName(name string) string {
+	for _, suf := range []string{".constprop.", ".isra.", ".part.", ".cold"} {
+		if i := strings.Index(name, suf); i > 0 {
+			return name[:i]
+		}
+	}
+	return name
 }
