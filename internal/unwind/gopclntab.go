@@ -99,6 +99,10 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 			continue
 		}
 		b.stats.FDEs++
+		if len(b.rows) >= maxRows {
+			b.noteBad(errTooBig)
+			return
+		}
 		// Go's top functions by their .gopclntab names: stripped binaries have no .symtab.
 		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)]
 		lo := len(b.rows)

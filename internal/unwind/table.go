@@ -125,7 +125,14 @@ func newTableBuilder() *tableBuilder {
 	return &tableBuilder{rules: []rule{{cfaKind: cfaNone}}, ruleIdx: map[rule]uint32{}}
 }
 
-var errRAColumn = errors.New("return address column is not rip (16)")
+var (
+	errRAColumn = errors.New("return address column is not rip (16)")
+	errTooBig   = fmt.Errorf("more than %d rows: the rest of the binary has no CFI", maxRows)
+)
+
+// maxRows bounds the rows of one table (16 Mi rows: about 100 MB while it
+// is built, far above any real binary's; Debian's libc has 24k).
+const maxRows = 1 << 24
 
 // addSection parses one CFI section and adds the rows of its FDEs. When
 // the walk stops early at a bad record length and hdrFDEs (from
@@ -137,6 +144,10 @@ func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []in
 			return // discarded by the linker, or empty
 		}
 		lo := len(b.rows)
+		if lo >= maxRows {
+			b.noteBad(errTooBig)
+			return
+		}
 		b.fdeLo, b.inTop = lo, b.topFuncs[f.start]
 		err := errRAColumn
 		if f.cie.raReg == RegRIP {
@@ -144,10 +155,7 @@ func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []in
 		}
 		if err != nil {
 			b.rows = b.rows[:lo]
-			b.stats.BadFDEs++
-			if b.stats.Err == nil {
-				b.stats.Err = fmt.Errorf("FDE for %#x: %w", f.start, err)
-			}
+			b.noteBad(fmt.Errorf("FDE for %#x: %w", f.start, err))
 			return
 		}
 		b.spans = append(b.spans, fdeSpan{start: f.start, end: f.end, rank: rank, lo: lo, hi: len(b.rows)})
@@ -167,6 +175,14 @@ func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []in
 	b.stats.BadCIEs += fs.badCIEs
 	if b.stats.Err == nil && fs.err != nil {
 		b.stats.Err = fs.err
+	}
+}
+
+// noteBad counts an FDE left out and keeps the first error.
+func (b *tableBuilder) noteBad(err error) {
+	b.stats.BadFDEs++
+	if b.stats.Err == nil {
+		b.stats.Err = err
 	}
 }
 
