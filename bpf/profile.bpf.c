@@ -1,19 +1,27 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
 // gprofile's sampler: a BPF_PROG_TYPE_PERF_EVENT program attached to one
-// perf event per CPU. On every sample it takes the kernel and the user
-// callchain with bpf_get_stack and sends one variable-length record through
-// a BPF ring buffer (only the used part of each stack). A tracepoint on
+// perf event per CPU. On every sample it takes the kernel callchain with
+// bpf_get_stack and, for the user side, either the frame-pointer callchain
+// (bpf_get_stack, `--call-graph fp`) or the user registers and a copy of
+// the user stack from sp upward (`--call-graph dwarf`: unwound in Go from
+// .eh_frame), and sends one variable-length record through a BPF ring
+// buffer (only the used part of each stack and of the window). A tracepoint on
 // task_newtask adds the children of target processes to the target map,
 // so `-p PID` follows forks the way `perf record -p` does; raw tracepoints
 // on sched_process_exec and sched_process_exit start targets at their
 // exec and report execs and exits.
 //
 // Built with bpf2go (see internal/attach/gen.go); needs no vmlinux.h and
-// no kernel BTF: the programs are classic and raw tracepoint programs that
+// no CO-RE: the programs are classic and raw tracepoint programs that
 // read the current task through helpers, and the one tracepoint record they
 // read (task_newtask) is declared below from its format file, whose
-// offsets internal/attach checks before attaching.
+// offsets internal/attach checks before attaching. The dwarf mode calls
+// helpers that take or return kernel objects by BTF id
+// (bpf_get_current_task_btf, bpf_task_pt_regs, bpf_find_vma): the kernel
+// verifier resolves them against its own BTF, so the loader decodes none
+// (no CO-RE relocation, no kfunc); the two fields read through them
+// (struct pt_regs, vm_area_struct.vm_end) are the x86-64 ABI layout.
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -31,6 +39,10 @@
 #define FLAG_USTACK_ERR 2 // bpf_get_stack failed for the user stack
 #define FLAG_EXIT 4       // not a sample: process tgid exited (no stacks)
 #define FLAG_EXEC 8       // not a sample: process tgid exec'd a new program
+#define FLAG_USER_REGS 16 // regs hold the user registers (dwarf mode)
+#define FLAG_WINDOW_FAULT 32 // the stack copy stopped at a page it could not read
+#define FLAG_WINDOW_MAX 64   // the stack copy stopped at max_window, short of the VMA end
+#define FLAG_NO_VMA 128      // bpf_find_vma found no VMA for sp (or its lock was busy)
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -40,12 +52,26 @@ enum counter {
 	COUNTER_USTACK_ERR,   // user stacks that could not be taken
 	COUNTER_FILTERED,     // samples dropped by the pid/idle filters
 	COUNTER_FORKS,        // children added to the target map
+	COUNTER_WINDOW_BYTES, // bytes of user stack copied (dwarf mode)
+	COUNTER_WINDOW_FAULT, // stack copies cut by a page that did not read
+	COUNTER_WINDOW_MAX,   // stack copies cut by max_window
+	COUNTER_NO_REGS,      // samples with no user registers (kernel threads)
 	COUNTER_MAX,
 };
 
-// One ring-buffer record. The header is fixed; ips holds kstack_len/8
-// kernel IPs followed by ustack_len/8 user IPs, leaf first, and the record
-// is cut after the last used IP. Layout mirrors attach.decodeRecord.
+// Most bytes of user stack one sample copies (dwarf mode); the loader sets
+// max_window at or below it. A power of two.
+#define MAX_WINDOW (64 * 1024)
+#define PAGE_SIZE 4096
+// Number of user registers recorded: DWARF x86-64 numbers 0 (rax) to 16
+// (the return address column, rip).
+#define NUM_REGS 17
+
+// One ring-buffer record. The header is fixed; data holds window_len bytes
+// of user stack copied from regs[7] (sp) upward, then kstack_len/8 kernel
+// IPs, then ustack_len/8 user IPs (frame-pointer mode), leaf first, and
+// the record is cut after the last used byte. Layout mirrors
+// attach.DecodeRecord.
 struct sample {
 	__u64 time_ns;    // bpf_ktime_get_ns(): CLOCK_MONOTONIC, ns
 	__u64 period;     // sample period of the event (ns for cpu-clock)
@@ -57,8 +83,17 @@ struct sample {
 	__u32 kstack_len; // bytes of kernel IPs
 	__u32 ustack_len; // bytes of user IPs
 	char comm[TASK_COMM_LEN];
-	__u64 ips[2 * MAX_STACK_DEPTH];
+	__u32 window_len; // bytes of user stack in data, from regs[7] up
+	__u32 reserved;
+	__u64 regs[NUM_REGS]; // user registers by DWARF number (FLAG_USER_REGS)
+	// The window (up to MAX_WINDOW, plus a page of slack the verifier
+	// needs for the last page-sized read), then the IPs.
+	__u8 data[MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
 };
+
+// The fixed part of a record: what an event record (FLAG_EXIT, FLAG_EXEC)
+// sends.
+#define HEADER_LEN __builtin_offsetof(struct sample, data)
 
 // Set at load time (const volatile: the verifier prunes dead branches).
 const volatile __u8 filter_tgid = 0;   // 1: only tgids in the targets map
@@ -73,6 +108,9 @@ const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
 const volatile __u8 follow_forks = 1;  // 1: add children of targets
 const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
 const volatile __u8 user_mode_check = 0; // 1 (amd64): no kernel walk for user-mode samples
+const volatile __u8 call_graph_dwarf = 0; // 1: user regs + stack window instead of the fp walk
+const volatile __u32 max_window = 32768; // bytes of user stack copied at most (<= MAX_WINDOW)
+const volatile __u8 use_find_vma = 1;    // 1: bound the copy by the end of sp's VMA
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -115,10 +153,14 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-// Per-CPU scratch record: too large for the 512-byte BPF stack.
+// Scratch record of each CPU, indexed by CPU number (the loader sizes it
+// to the possible CPUs): too large for the 512-byte BPF stack, and a
+// per-CPU array refuses values over 32 KiB. perf_event programs do not
+// nest on a CPU (bpf_prog_active), and the tracepoint programs do not use
+// it, so one slot per CPU is enough.
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); // resized by the loader
 	__type(key, __u32);
 	__type(value, struct sample);
 } scratch SEC(".maps");
@@ -155,15 +197,103 @@ static __always_inline int keep(__u32 tgid, __u32 tid)
 	return 1;
 }
 
+static __always_inline void count_add(__u32 slot, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &slot);
+	if (v)
+		*v += n;
+}
+
+struct vm_area_struct;
+
+// The first two fields of the kernel's struct vm_area_struct (stable since
+// Linux 2.x); the verifier checks the load against the kernel's BTF.
+struct vma_bounds {
+	__u64 vm_start;
+	__u64 vm_end;
+};
+
+static long vma_end_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(__u64 *)data = ((struct vma_bounds *)vma)->vm_end;
+	return 0;
+}
+
+// user_regs fills s->regs with the user registers of the current task,
+// in DWARF x86-64 order: the interrupted ones for a sample taken in user
+// mode, else those saved at its entry into the kernel (at the top of its
+// kernel stack). It returns 0 for a task with no user context (a kernel
+// thread). Both go through a copy on the BPF stack: the verifier refuses
+// one load instruction used with a context and a kernel pointer.
+static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct sample *s, int in_user)
+{
+	struct pt_regs r;
+	if (in_user) {
+		r = ctx->regs;
+	} else {
+		void *kr = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		if (!kr || bpf_probe_read_kernel(&r, sizeof(r), kr) != 0 || (r.cs & 3) != 3)
+			return 0;
+	}
+	__u64 *d = s->regs;
+	d[0] = r.rax; d[1] = r.rdx; d[2] = r.rcx; d[3] = r.rbx;
+	d[4] = r.rsi; d[5] = r.rdi; d[6] = r.rbp; d[7] = r.rsp;
+	d[8] = r.r8; d[9] = r.r9; d[10] = r.r10; d[11] = r.r11;
+	d[12] = r.r12; d[13] = r.r13; d[14] = r.r14; d[15] = r.r15;
+	d[16] = r.rip;
+	return 1;
+}
+
+// copy_window copies the user stack from sp upward into s->data, page by
+// page (a read that crosses into an unmapped page fails whole), up to the
+// end of the VMA that holds sp and at most max_window bytes. It returns
+// the bytes copied and sets FLAG_WINDOW_* and FLAG_NO_VMA. A global
+// function: the verifier checks it once, on its own, instead of checking
+// the rest of the program after each way out of the loop (an inlined copy
+// took a second to load).
+__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
+{
+	if (!s)
+		return 0;
+	__u64 end = 0;
+	if (use_find_vma && bpf_find_vma(bpf_get_current_task_btf(), sp, vma_end_cb, &end, 0) != 0)
+		end = 0;
+	if (end <= sp) {
+		s->flags |= FLAG_NO_VMA;
+		end = sp + max_window;
+	}
+	__u64 want = end - sp;
+	if (want > max_window) {
+		want = max_window;
+		s->flags |= FLAG_WINDOW_MAX;
+	}
+	__u32 off = 0;
+	for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
+		if (off >= want || off >= MAX_WINDOW)
+			break;
+		__u64 addr = sp + off;
+		__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
+		if (chunk > want - off)
+			chunk = want - off;
+		if (chunk > PAGE_SIZE) // never: tells the verifier
+			break;
+		if (bpf_probe_read_user(&s->data[off], chunk, (void *)addr) != 0) {
+			s->flags |= FLAG_WINDOW_FAULT;
+			break;
+		}
+		off += chunk;
+	}
+	return off;
+}
+
 // take_sample records the current task's stacks and submits them. in_user
 // says the sample interrupted user mode, where the kernel stack is empty:
 // the kernel walk (get_perf_callchain would find nothing) is then skipped.
-static __always_inline int take_sample(void *ctx, __u64 period, int in_user)
+static __always_inline int take_sample(void *ctx, __u64 period, int in_user, int dwarf)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	__u32 tid = (__u32)id;
-	__u32 zero = 0;
 
 	if (!keep(tgid, tid)) {
 		count(COUNTER_FILTERED);
@@ -171,7 +301,8 @@ static __always_inline int take_sample(void *ctx, __u64 period, int in_user)
 	}
 	count(COUNTER_SAMPLES);
 
-	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sample *s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
 		return 0;
 	s->time_ns = bpf_ktime_get_ns();
@@ -179,11 +310,31 @@ static __always_inline int take_sample(void *ctx, __u64 period, int in_user)
 	s->cgroup_id = bpf_get_current_cgroup_id();
 	s->tgid = tgid;
 	s->tid = tid;
-	s->cpu = bpf_get_smp_processor_id();
+	s->cpu = cpu;
 	s->flags = 0;
+	s->window_len = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-	long klen = in_user ? 0 : bpf_get_stack(ctx, s->ips, MAX_STACK_DEPTH * 8, 0);
+	__u64 w = 0;
+	if (dwarf) {
+		if (tgid != 0 && user_regs(ctx, s, in_user)) {
+			s->flags |= FLAG_USER_REGS;
+			w = copy_window(s, s->regs[7]);
+			count_add(COUNTER_WINDOW_BYTES, w);
+			if (s->flags & FLAG_WINDOW_FAULT)
+				count(COUNTER_WINDOW_FAULT);
+			if (s->flags & FLAG_WINDOW_MAX)
+				count(COUNTER_WINDOW_MAX);
+		} else {
+			count(COUNTER_NO_REGS);
+		}
+	}
+	if (w > MAX_WINDOW)
+		w = MAX_WINDOW;
+	s->window_len = w;
+
+	__u64 *ips = (__u64 *)&s->data[w];
+	long klen = in_user ? 0 : bpf_get_stack(ctx, ips, MAX_STACK_DEPTH * 8, 0);
 	if (klen < 0) {
 		s->flags |= FLAG_KSTACK_ERR;
 		count(COUNTER_KSTACK_ERR);
@@ -193,11 +344,14 @@ static __always_inline int take_sample(void *ctx, __u64 period, int in_user)
 	if (kn > MAX_STACK_DEPTH)
 		kn = MAX_STACK_DEPTH;
 
-	long ulen = bpf_get_stack(ctx, &s->ips[kn], MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
-	if (ulen < 0) {
-		s->flags |= FLAG_USTACK_ERR;
-		count(COUNTER_USTACK_ERR);
-		ulen = 0;
+	long ulen = 0;
+	if (!dwarf) {
+		ulen = bpf_get_stack(ctx, &s->data[w + kn * 8], MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+		if (ulen < 0) {
+			s->flags |= FLAG_USTACK_ERR;
+			count(COUNTER_USTACK_ERR);
+			ulen = 0;
+		}
 	}
 	__u32 un = (__u32)ulen / 8;
 	if (un > MAX_STACK_DEPTH)
@@ -205,7 +359,7 @@ static __always_inline int take_sample(void *ctx, __u64 period, int in_user)
 	s->kstack_len = kn * 8;
 	s->ustack_len = un * 8;
 
-	__u64 size = __builtin_offsetof(struct sample, ips) + (__u64)(kn + un) * 8;
+	__u64 size = HEADER_LEN + w + (__u64)(kn + un) * 8;
 	if (size > sizeof(*s))
 		size = sizeof(*s);
 
@@ -224,7 +378,7 @@ int profile(struct bpf_perf_event_data *ctx)
 	// x86-64: the privilege level of the interrupted code is in the low
 	// two bits of cs (3: user mode), as the kernel's user_mode(regs).
 	int in_user = user_mode_check && (ctx->regs.cs & 3) == 3;
-	return take_sample(ctx, ctx->sample_period, in_user);
+	return take_sample(ctx, ctx->sample_period, in_user, call_graph_dwarf);
 }
 
 // profile_tp runs on every hit of a tracepoint perf event (the kernel calls
@@ -242,7 +396,9 @@ int profile_tp(void *ctx)
 		if (*hits % tp_period != 0)
 			return 0;
 	}
-	return take_sample(ctx, tp_period, 0);
+	// A tracepoint's context is its record, not pt_regs: the user stack
+	// comes from the frame-pointer walk in either mode.
+	return take_sample(ctx, tp_period, 0, 0);
 }
 
 // The record of the task/task_newtask tracepoint, as its format file
@@ -278,24 +434,19 @@ int follow_fork(struct task_newtask_args *ctx)
 }
 
 // send_event sends a stackless record (FLAG_EXIT, FLAG_EXEC) about the
-// current task's process.
+// current task's process: the header only, built on the BPF stack.
 static __always_inline void send_event(__u32 tgid, __u32 flag, __u64 wakeup)
 {
-	__u32 zero = 0;
-	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return;
+	struct sample *s;
+	__u8 buf[HEADER_LEN] = {};
+	s = (struct sample *)buf;
 	s->time_ns = bpf_ktime_get_ns();
-	s->period = 0;
-	s->cgroup_id = 0;
 	s->tgid = tgid;
 	s->tid = tgid;
 	s->cpu = bpf_get_smp_processor_id();
 	s->flags = flag;
-	s->kstack_len = 0;
-	s->ustack_len = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	bpf_ringbuf_output(&events, s, __builtin_offsetof(struct sample, ips), wakeup);
+	bpf_ringbuf_output(&events, buf, sizeof(buf), wakeup);
 }
 
 // start_at_exec turns a target waiting for its exec on, once the new

@@ -12,37 +12,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
 )
 
 // options are the parsed command line.
 type options struct {
-	freqHz   uint64
-	duration time.Duration // 0: until Ctrl-C
-	pids     []uint32
-	tids     []uint32
-	cpus     string // -C list, "" for every online CPU
-	event    string // -e name, "" for cycles falling back to cpu-clock
-	period   uint64 // -c, 0 for frequency mode
-	cgroup   string
-	list     bool
-	command  []string // after --: the command to start and profile
-	output   string   // "-" is stdout
-	folded   bool
-	swEvent  bool
-	idle     bool
-	verbose  bool
-	ringSize int      // --ring-size bytes, 0 for automatic
-	format   string   // one of formats, from --format, -E or -o
-	labels   []string // pprof labels (--labels)
-	quiet    bool
-	perPID   bool     // folded: comm-PID
-	perTID   bool     // folded: comm-PID/TID
-	fullName bool     // folded: keep C++ parameter lists
-	self     bool     // sample gprofile itself too
-	cacheDir string   // --cache-dir: inflated DWARF sections by build ID, "" for none
-	freqSet  bool     // -f given explicitly
-	args     []string // the command line, for the profile's comments
+	freqHz    uint64
+	duration  time.Duration // 0: until Ctrl-C
+	pids      []uint32
+	tids      []uint32
+	cpus      string // -C list, "" for every online CPU
+	event     string // -e name, "" for cycles falling back to cpu-clock
+	period    uint64 // -c, 0 for frequency mode
+	cgroup    string
+	list      bool
+	command   []string // after --: the command to start and profile
+	output    string   // "-" is stdout
+	folded    bool
+	swEvent   bool
+	idle      bool
+	verbose   bool
+	ringSize  int      // --ring-size bytes, 0 for automatic
+	format    string   // one of formats, from --format, -E or -o
+	labels    []string // pprof labels (--labels)
+	quiet     bool
+	perPID    bool          // folded: comm-PID
+	perTID    bool          // folded: comm-PID/TID
+	fullName  bool          // folded: keep C++ parameter lists
+	self      bool          // sample gprofile itself too
+	cacheDir  string        // --cache-dir: inflated DWARF sections by build ID, "" for none
+	callGraph callGraphFlag // --call-graph fp|dwarf[,SIZE]
+	freqSet   bool          // -f given explicitly
+	args      []string      // the command line, for the profile's comments
 }
 
 var errHelp = errors.New("help requested")
@@ -105,6 +107,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
 	fs.BoolVar(&o.self, "self", false, "include samples of gprofile itself (left out by default)")
 	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
+	fs.Var(&o.callGraph, "call-graph", "how user stacks are taken: `mode` fp (frame pointers, in BPF) or dwarf[,SIZE] (registers and SIZE bytes of stack, unwound with .eh_frame; SIZE default 32768, at most 65536)")
 	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections in `dir`, by build ID, so the next run reads them (at most 256 MiB; '' for none)")
 	err := fs.Parse(argv)
 	fs.Visit(func(f *flag.Flag) { o.freqSet = o.freqSet || f.Name == "f" })
@@ -175,6 +178,42 @@ func (d *durationFlag) Set(s string) error {
 	if *d <= 0 {
 		return fmt.Errorf("duration must be positive")
 	}
+	return nil
+}
+
+// callGraphFlag is --call-graph in perf's words: "fp", or "dwarf" with an
+// optional window size in bytes ("dwarf,16384"); window 0 means the
+// default (attach.DefaultStackWindow).
+type callGraphFlag struct {
+	mode   attach.CallGraph
+	window int
+}
+
+func (c *callGraphFlag) String() string {
+	if c.mode == attach.CallGraphDWARF && c.window != 0 {
+		return fmt.Sprintf("%s,%d", c.mode, c.window)
+	}
+	return c.mode.String()
+}
+
+func (c *callGraphFlag) Set(s string) error {
+	name, size, sized := strings.Cut(s, ",")
+	mode, err := attach.ParseCallGraph(name)
+	if err != nil {
+		return err
+	}
+	window := 0
+	if sized {
+		if mode != attach.CallGraphDWARF {
+			return fmt.Errorf("only dwarf takes a stack size (dwarf,SIZE)")
+		}
+		n, err := strconv.Atoi(size)
+		if err != nil || n < 8 || n > attach.MaxStackWindow {
+			return fmt.Errorf("stack size %q: want bytes from 8 to %d", size, attach.MaxStackWindow)
+		}
+		window = (n + 7) &^ 7
+	}
+	*c = callGraphFlag{mode: mode, window: window}
 	return nil
 }
 

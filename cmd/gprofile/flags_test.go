@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/attach"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -26,6 +28,13 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-d", "1m30s"}, func(o *options) bool { return o.duration == 90*time.Second }, ""},
 		{[]string{"-p", "1,2", "-p", "3"}, func(o *options) bool { return slices.Equal(o.pids, []uint32{1, 2, 3}) }, ""},
 		{[]string{"--sw-event", "--idle", "-v", "-f", "999"}, func(o *options) bool { return o.swEvent && o.idle && o.verbose && o.freqHz == 999 }, ""},
+		{nil, func(o *options) bool { return o.callGraph.mode == attach.CallGraphFP }, ""},
+		{[]string{"--call-graph", "dwarf"}, func(o *options) bool { return o.callGraph.mode == attach.CallGraphDWARF && o.callGraph.window == 0 }, ""},
+		{[]string{"--call-graph", "dwarf,16380"}, func(o *options) bool { return o.callGraph.window == 16384 }, ""},
+		{[]string{"--call-graph=fp"}, func(o *options) bool { return o.callGraph.mode == attach.CallGraphFP }, ""},
+		{[]string{"--call-graph", "lbr"}, nil, "want fp or dwarf"},
+		{[]string{"--call-graph", "fp,8192"}, nil, "only dwarf"},
+		{[]string{"--call-graph", "dwarf,1000000"}, nil, "want bytes from 8"},
 		{[]string{"-d", "0"}, nil, "positive"},
 		{[]string{"-d", "-3"}, nil, "positive"},
 		{[]string{"-p", "0"}, nil, "bad pid"},

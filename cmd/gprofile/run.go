@@ -135,7 +135,8 @@ func openKernelLookup() (symbolize.KernelLookup, error) {
 // everything that can be checked before anything is opened: privileges,
 // the event, frequency or period, CPUs, pids, tids and the cgroup.
 func sampleConfig(o *options) (attach.Config, error) {
-	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, RingBytes: o.ringSize, ReportExits: true, Log: os.Stderr}
+	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, RingBytes: o.ringSize, ReportExits: true, Log: os.Stderr,
+		CallGraph: o.callGraph.mode, StackWindow: o.callGraph.window}
 	if !o.self {
 		cfg.SkipPID = uint32(os.Getpid())
 	}

@@ -11,6 +11,10 @@ const (
 	counterUserStackErr
 	counterFiltered
 	counterForks
+	counterWindowBytes
+	counterWindowFault
+	counterWindowMax
+	counterNoRegs
 	numCounters
 )
 
@@ -29,6 +33,11 @@ type Counters struct {
 	Filtered uint64
 	// Forks counts child processes added to the targets while running.
 	Forks uint64
+	// WindowBytes counts the bytes of user stack copied (CallGraphDWARF);
+	// WindowFaults and WindowMax count copies cut by a page that did not
+	// read and by Config.StackWindow; NoRegs counts samples with no user
+	// registers (kernel threads).
+	WindowBytes, WindowFaults, WindowMax, NoRegs uint64
 	// Malformed counts ring buffer records that did not decode.
 	Malformed uint64
 }
@@ -52,6 +61,10 @@ func (s *Sampler) Counters() (Counters, error) {
 		UserStackErrors:   sums[counterUserStackErr],
 		Filtered:          sums[counterFiltered],
 		Forks:             sums[counterForks],
+		WindowBytes:       sums[counterWindowBytes],
+		WindowFaults:      sums[counterWindowFault],
+		WindowMax:         sums[counterWindowMax],
+		NoRegs:            sums[counterNoRegs],
 		Malformed:         s.malformed.Load(),
 	}, nil
 }

@@ -40,17 +40,20 @@ func TestOnlineCPUs(t *testing.T) {
 
 func TestRingSize(t *testing.T) {
 	for _, c := range []struct {
-		hz   uint64
-		ncpu int
-		want int
+		hz     uint64
+		ncpu   int
+		record int
+		want   int
 	}{
-		{99, 2, 1 << 20},
-		{999, 2, 1 << 20},
-		{4999, 2, 8 << 20},
-		{100000, 256, 1 << 28},
+		{99, 2, 2096, 1 << 20},
+		{999, 2, 2096, 1 << 20},
+		{999, 2, 2240, 2 << 20},
+		{4999, 2, 2096, 8 << 20},
+		{999, 2, 8 << 10, 4 << 20},
+		{100000, 256, 2096, 1 << 28},
 	} {
-		if got := ringSize(c.hz, c.ncpu); got != c.want {
-			t.Errorf("ringSize(%d Hz, %d cpus) = %d, want %d", c.hz, c.ncpu, got, c.want)
+		if got := ringSize(c.hz, c.ncpu, c.record); got != c.want {
+			t.Errorf("ringSize(%d Hz, %d cpus, %d-byte records) = %d, want %d", c.hz, c.ncpu, c.record, got, c.want)
 		}
 	}
 }

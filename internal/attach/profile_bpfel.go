@@ -25,37 +25,43 @@ type profileSample struct {
 	KstackLen uint32
 	UstackLen uint32
 	Comm      [16]int8
-	Ips       [254]uint64
+	WindowLen uint32
+	Reserved  uint32
+	Regs      [17]uint64
+	Data      [71664]uint8
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	profileMapCounters      = "counters"
-	profileMapEvents        = "events"
-	profileMapScratch       = "scratch"
-	profileMapTargetTids    = "target_tids"
-	profileMapTargets       = "targets"
-	profileMapTpHits        = "tp_hits"
-	profileProgFollowFork   = "follow_fork"
-	profileProgProfile      = "profile"
-	profileProgProfileTp    = "profile_tp"
-	profileProgReportExit   = "report_exit"
-	profileProgStartAtExec  = "start_at_exec"
-	profileVarCgroupId      = "cgroup_id"
-	profileVarCgroupLevel   = "cgroup_level"
-	profileVarFilterCgroup  = "filter_cgroup"
-	profileVarFilterTgid    = "filter_tgid"
-	profileVarFilterTid     = "filter_tid"
-	profileVarFollowForks   = "follow_forks"
-	profileVarIncludeIdle   = "include_idle"
-	profileVarReportExits   = "report_exits"
-	profileVarSkipTgid      = "skip_tgid"
-	profileVarTpPeriod      = "tp_period"
-	profileVarUnusedSample  = "unused_sample"
-	profileVarUserModeCheck = "user_mode_check"
-	profileVarWakeupBytes   = "wakeup_bytes"
+	profileMapCounters       = "counters"
+	profileMapEvents         = "events"
+	profileMapScratch        = "scratch"
+	profileMapTargetTids     = "target_tids"
+	profileMapTargets        = "targets"
+	profileMapTpHits         = "tp_hits"
+	profileProgFollowFork    = "follow_fork"
+	profileProgProfile       = "profile"
+	profileProgProfileTp     = "profile_tp"
+	profileProgReportExit    = "report_exit"
+	profileProgStartAtExec   = "start_at_exec"
+	profileVarCallGraphDwarf = "call_graph_dwarf"
+	profileVarCgroupId       = "cgroup_id"
+	profileVarCgroupLevel    = "cgroup_level"
+	profileVarFilterCgroup   = "filter_cgroup"
+	profileVarFilterTgid     = "filter_tgid"
+	profileVarFilterTid      = "filter_tid"
+	profileVarFollowForks    = "follow_forks"
+	profileVarIncludeIdle    = "include_idle"
+	profileVarMaxWindow      = "max_window"
+	profileVarReportExits    = "report_exits"
+	profileVarSkipTgid       = "skip_tgid"
+	profileVarTpPeriod       = "tp_period"
+	profileVarUnusedSample   = "unused_sample"
+	profileVarUseFindVma     = "use_find_vma"
+	profileVarUserModeCheck  = "user_mode_check"
+	profileVarWakeupBytes    = "wakeup_bytes"
 )
 
 // loadProfile returns the embedded CollectionSpec for profile.
@@ -123,19 +129,22 @@ type profileMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileVariableSpecs struct {
-	CgroupId      *ebpf.VariableSpec `ebpf:"cgroup_id"`
-	CgroupLevel   *ebpf.VariableSpec `ebpf:"cgroup_level"`
-	FilterCgroup  *ebpf.VariableSpec `ebpf:"filter_cgroup"`
-	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	FilterTid     *ebpf.VariableSpec `ebpf:"filter_tid"`
-	FollowForks   *ebpf.VariableSpec `ebpf:"follow_forks"`
-	IncludeIdle   *ebpf.VariableSpec `ebpf:"include_idle"`
-	ReportExits   *ebpf.VariableSpec `ebpf:"report_exits"`
-	SkipTgid      *ebpf.VariableSpec `ebpf:"skip_tgid"`
-	TpPeriod      *ebpf.VariableSpec `ebpf:"tp_period"`
-	UnusedSample  *ebpf.VariableSpec `ebpf:"unused_sample"`
-	UserModeCheck *ebpf.VariableSpec `ebpf:"user_mode_check"`
-	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CallGraphDwarf *ebpf.VariableSpec `ebpf:"call_graph_dwarf"`
+	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
+	CgroupLevel    *ebpf.VariableSpec `ebpf:"cgroup_level"`
+	FilterCgroup   *ebpf.VariableSpec `ebpf:"filter_cgroup"`
+	FilterTgid     *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	FilterTid      *ebpf.VariableSpec `ebpf:"filter_tid"`
+	FollowForks    *ebpf.VariableSpec `ebpf:"follow_forks"`
+	IncludeIdle    *ebpf.VariableSpec `ebpf:"include_idle"`
+	MaxWindow      *ebpf.VariableSpec `ebpf:"max_window"`
+	ReportExits    *ebpf.VariableSpec `ebpf:"report_exits"`
+	SkipTgid       *ebpf.VariableSpec `ebpf:"skip_tgid"`
+	TpPeriod       *ebpf.VariableSpec `ebpf:"tp_period"`
+	UnusedSample   *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UseFindVma     *ebpf.VariableSpec `ebpf:"use_find_vma"`
+	UserModeCheck  *ebpf.VariableSpec `ebpf:"user_mode_check"`
+	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // profileObjects contains all objects after they have been loaded into the kernel.
@@ -181,19 +190,22 @@ func (m *profileMaps) Close() error {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profileVariables struct {
-	CgroupId      *ebpf.Variable `ebpf:"cgroup_id"`
-	CgroupLevel   *ebpf.Variable `ebpf:"cgroup_level"`
-	FilterCgroup  *ebpf.Variable `ebpf:"filter_cgroup"`
-	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
-	FilterTid     *ebpf.Variable `ebpf:"filter_tid"`
-	FollowForks   *ebpf.Variable `ebpf:"follow_forks"`
-	IncludeIdle   *ebpf.Variable `ebpf:"include_idle"`
-	ReportExits   *ebpf.Variable `ebpf:"report_exits"`
-	SkipTgid      *ebpf.Variable `ebpf:"skip_tgid"`
-	TpPeriod      *ebpf.Variable `ebpf:"tp_period"`
-	UnusedSample  *ebpf.Variable `ebpf:"unused_sample"`
-	UserModeCheck *ebpf.Variable `ebpf:"user_mode_check"`
-	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CallGraphDwarf *ebpf.Variable `ebpf:"call_graph_dwarf"`
+	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
+	CgroupLevel    *ebpf.Variable `ebpf:"cgroup_level"`
+	FilterCgroup   *ebpf.Variable `ebpf:"filter_cgroup"`
+	FilterTgid     *ebpf.Variable `ebpf:"filter_tgid"`
+	FilterTid      *ebpf.Variable `ebpf:"filter_tid"`
+	FollowForks    *ebpf.Variable `ebpf:"follow_forks"`
+	IncludeIdle    *ebpf.Variable `ebpf:"include_idle"`
+	MaxWindow      *ebpf.Variable `ebpf:"max_window"`
+	ReportExits    *ebpf.Variable `ebpf:"report_exits"`
+	SkipTgid       *ebpf.Variable `ebpf:"skip_tgid"`
+	TpPeriod       *ebpf.Variable `ebpf:"tp_period"`
+	UnusedSample   *ebpf.Variable `ebpf:"unused_sample"`
+	UseFindVma     *ebpf.Variable `ebpf:"use_find_vma"`
+	UserModeCheck  *ebpf.Variable `ebpf:"user_mode_check"`
+	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // profilePrograms contains all programs after they have been loaded into the kernel.

@@ -20,7 +20,28 @@ const (
 	// FlagProcessExec marks a record that is not a sample: process PID
 	// exec'd a new program at TimeNs (Config.ReportExits). No stacks.
 	FlagProcessExec = 1 << 3
+	// FlagUserRegs says Regs holds the user registers and Stack the user
+	// stack from Regs[7] (sp) up (CallGraphDWARF; not for kernel threads).
+	FlagUserRegs = 1 << 4
+	// FlagWindowFault says the stack copy stopped at a page it could not
+	// read (Stack ends there, short of the VMA end).
+	FlagWindowFault = 1 << 5
+	// FlagWindowMax says the stack copy stopped at Config.StackWindow
+	// bytes, short of the end of the VMA that holds sp.
+	FlagWindowMax = 1 << 6
+	// FlagNoVMA says bpf_find_vma did not bound the copy (no VMA held sp,
+	// or the mm lock was busy): the copy ran to a fault or to the window.
+	FlagNoVMA = 1 << 7
 )
+
+// MaxStackWindow is the most bytes of user stack the BPF program can copy
+// per sample (MAX_WINDOW in bpf/profile.bpf.c); Config.StackWindow is at
+// most this.
+const MaxStackWindow = 64 << 10
+
+// NumRegs is the number of user registers a sample records: DWARF x86-64
+// register numbers 0 (rax) to 16 (rip, the return address column).
+const NumRegs = 17
 
 // Offsets of struct sample in bpf/profile.bpf.c; TestRecordLayout checks
 // them against the BTF-generated profileSample.
@@ -35,16 +56,22 @@ const (
 	offKLen     = 40
 	offULen     = 44
 	offComm     = 48
-	offIPs      = 64
+	offWinLen   = 64
+	offRegs     = 72
+	offData     = 208 // the stack window, then the IPs
 	commLen     = 16
 	maxIPsBytes = 2 * MaxStackDepth * 8
+	pageSize    = 4096 // the BPF program's read slack after the window
+	maxRecord   = offData + MaxStackWindow + pageSize + maxIPsBytes
 )
 
 // Sample is one stack sample as the BPF program recorded it.
 //
 // KernelIPs and UserIPs are leaf first (index 0 is where the CPU was; the
-// rest are return addresses). Both slices, and Comm, are valid only during
-// the callback that receives the Sample: they are reused for the next one.
+// rest are return addresses). The slices (KernelIPs, UserIPs, Comm and
+// Stack) are valid only during the callback that receives the Sample:
+// they are reused for the next one (Stack points into the ring buffer
+// record).
 type Sample struct {
 	// TimeNs is bpf_ktime_get_ns() at the sample: CLOCK_MONOTONIC, ns.
 	TimeNs uint64
@@ -62,23 +89,37 @@ type Sample struct {
 	Flags uint32
 	// Comm is the thread's name (task->comm, at most 15 bytes).
 	Comm []byte
-	// KernelIPs holds kernel instruction pointers, UserIPs user ones.
+	// KernelIPs holds kernel instruction pointers, UserIPs user ones
+	// (frame-pointer mode; empty with CallGraphDWARF).
 	KernelIPs, UserIPs []uint64
+	// Regs are the user registers at the sample by DWARF x86-64 number
+	// (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8–15 r8–r15,
+	// 16 rip), the layout of unwind.Regs; set with FlagUserRegs. For a
+	// sample taken in kernel mode they are the registers saved at the
+	// task's entry into the kernel (a syscall's return point).
+	Regs [NumRegs]uint64
+	// Stack is the user stack copied from address Regs[7] (sp) upward:
+	// up to the end of the VMA that holds sp or Config.StackWindow bytes,
+	// whichever is less (FlagWindowMax), and short of both when a page
+	// did not read (FlagWindowFault). Empty without FlagUserRegs.
+	Stack []byte
 }
 
 // DecodeRecord fills s from one ring buffer record (the layout of struct
-// sample in bpf/profile.bpf.c), reusing s's slices; Run does this for
-// every record. It returns an error for a record too short for its own
-// stack lengths, or with lengths that are not whole IPs.
+// sample in bpf/profile.bpf.c), reusing s's slices; s.Stack points into
+// raw. Run does this for every record. It returns an error for a record
+// too short for its own lengths, or with lengths that are not whole IPs.
 func DecodeRecord(raw []byte, s *Sample) error {
-	if len(raw) < offIPs {
-		return fmt.Errorf("sample record of %d bytes, want at least %d", len(raw), offIPs)
+	if len(raw) < offData {
+		return fmt.Errorf("sample record of %d bytes, want at least %d", len(raw), offData)
 	}
 	ne := binary.NativeEndian
 	klen := ne.Uint32(raw[offKLen:])
 	ulen := ne.Uint32(raw[offULen:])
-	if klen%8 != 0 || ulen%8 != 0 || int(klen)+int(ulen) > maxIPsBytes || offIPs+int(klen)+int(ulen) > len(raw) {
-		return fmt.Errorf("sample record of %d bytes with stacks of %d and %d bytes", len(raw), klen, ulen)
+	wlen := ne.Uint32(raw[offWinLen:])
+	if klen%8 != 0 || ulen%8 != 0 || int(klen)+int(ulen) > maxIPsBytes || wlen > MaxStackWindow ||
+		offData+int(wlen)+int(klen)+int(ulen) > len(raw) {
+		return fmt.Errorf("sample record of %d bytes with a window of %d bytes and stacks of %d and %d bytes", len(raw), wlen, klen, ulen)
 	}
 	s.TimeNs = ne.Uint64(raw[offTime:])
 	s.Period = ne.Uint64(raw[offPeriod:])
@@ -92,9 +133,18 @@ func DecodeRecord(raw []byte, s *Sample) error {
 		comm = comm[:i]
 	}
 	s.Comm = comm
+	if s.Flags&FlagUserRegs != 0 {
+		for i := range s.Regs {
+			s.Regs[i] = ne.Uint64(raw[offRegs+8*i:])
+		}
+	} else {
+		s.Regs = [NumRegs]uint64{}
+	}
+	ips := offData + int(wlen)
+	s.Stack = raw[offData:ips:ips]
 	kn, un := int(klen/8), int(ulen/8)
-	s.KernelIPs = decodeIPs(s.KernelIPs[:0], raw[offIPs:], kn)
-	s.UserIPs = decodeIPs(s.UserIPs[:0], raw[offIPs+kn*8:], un)
+	s.KernelIPs = decodeIPs(s.KernelIPs[:0], raw[ips:], kn)
+	s.UserIPs = decodeIPs(s.UserIPs[:0], raw[ips+kn*8:], un)
 	return nil
 }
 

@@ -24,8 +24,12 @@ func TestRecordLayout(t *testing.T) {
 		{"kstack_len", unsafe.Offsetof(s.KstackLen), offKLen},
 		{"ustack_len", unsafe.Offsetof(s.UstackLen), offULen},
 		{"comm", unsafe.Offsetof(s.Comm), offComm},
-		{"ips", unsafe.Offsetof(s.Ips), offIPs},
-		{"sizeof(ips)", unsafe.Sizeof(s.Ips), maxIPsBytes},
+		{"window_len", unsafe.Offsetof(s.WindowLen), offWinLen},
+		{"regs", unsafe.Offsetof(s.Regs), offRegs},
+		{"sizeof(regs)", unsafe.Sizeof(s.Regs), 8 * NumRegs},
+		{"data", unsafe.Offsetof(s.Data), offData},
+		{"sizeof(data)", unsafe.Sizeof(s.Data), MaxStackWindow + pageSize + maxIPsBytes},
+		{"sizeof(sample)", unsafe.Sizeof(s), maxRecord},
 	} {
 		if c.got != c.want {
 			t.Errorf("struct sample.%s at %d, decoder uses %d", c.name, c.got, c.want)
@@ -34,20 +38,34 @@ func TestRecordLayout(t *testing.T) {
 }
 
 func makeRecord(comm string, kips, uips []uint64) []byte {
+	return makeDWARFRecord(comm, kips, uips, nil, nil)
+}
+
+// makeDWARFRecord makes a record; regs, when not nil, sets FlagUserRegs.
+func makeDWARFRecord(comm string, kips, uips []uint64, regs []uint64, window []byte) []byte {
 	ne := binary.NativeEndian
-	b := make([]byte, offIPs+8*(len(kips)+len(uips)))
+	b := make([]byte, offData+len(window)+8*(len(kips)+len(uips)))
 	ne.PutUint64(b[offTime:], 123456789)
 	ne.PutUint64(b[offPeriod:], 10101010)
 	ne.PutUint64(b[offCgroup:], 777)
 	ne.PutUint32(b[offTgid:], 42)
 	ne.PutUint32(b[offTid:], 43)
 	ne.PutUint32(b[offCPU:], 1)
-	ne.PutUint32(b[offFlags:], FlagUserStackError)
+	flags := uint32(FlagUserStackError)
+	if regs != nil {
+		flags = FlagUserRegs
+		for i, r := range regs {
+			ne.PutUint64(b[offRegs+8*i:], r)
+		}
+	}
+	ne.PutUint32(b[offFlags:], flags)
 	ne.PutUint32(b[offKLen:], uint32(8*len(kips)))
 	ne.PutUint32(b[offULen:], uint32(8*len(uips)))
+	ne.PutUint32(b[offWinLen:], uint32(len(window)))
 	copy(b[offComm:offComm+commLen], comm)
+	copy(b[offData:], window)
 	for i, ip := range append(append([]uint64{}, kips...), uips...) {
-		ne.PutUint64(b[offIPs+8*i:], ip)
+		ne.PutUint64(b[offData+len(window)+8*i:], ip)
 	}
 	return b
 }
@@ -79,15 +97,56 @@ func TestDecodeRecord(t *testing.T) {
 	}
 }
 
+// TestDecodeRecordDWARF: registers and the stack window come back, the
+// kernel IPs after the window are found, and a record without registers
+// leaves none behind from the one before.
+func TestDecodeRecordDWARF(t *testing.T) {
+	regs := make([]uint64, NumRegs)
+	for i := range regs {
+		regs[i] = uint64(0x1000 + i)
+	}
+	window := []byte("0123456789abcdefXYZ") // not a whole number of words
+	raw := makeDWARFRecord("dw", []uint64{0xffffffff81000010}, nil, regs, window)
+	var s Sample
+	if err := DecodeRecord(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Flags&FlagUserRegs == 0 || s.Regs[7] != 0x1007 || s.Regs[16] != 0x1010 {
+		t.Errorf("regs decoded as %x (flags %#x)", s.Regs, s.Flags)
+	}
+	if string(s.Stack) != string(window) || cap(s.Stack) != len(window) {
+		t.Errorf("window %q (cap %d), want %q", s.Stack, cap(s.Stack), window)
+	}
+	if len(s.KernelIPs) != 1 || s.KernelIPs[0] != 0xffffffff81000010 || len(s.UserIPs) != 0 {
+		t.Errorf("kernel ips %x user %x", s.KernelIPs, s.UserIPs)
+	}
+	if err := DecodeRecord(makeRecord("fp", nil, []uint64{7}), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Regs != ([NumRegs]uint64{}) || len(s.Stack) != 0 {
+		t.Errorf("fp record after a dwarf one: regs %x window %d bytes", s.Regs, len(s.Stack))
+	}
+}
+
 func TestDecodeRecordBad(t *testing.T) {
 	good := makeRecord("x", []uint64{1}, []uint64{2, 3})
 	bad := map[string][]byte{
-		"short header":   good[:offIPs-1],
+		"short header":   good[:offData-1],
 		"cut stacks":     good[:len(good)-8],
 		"unaligned klen": func() []byte { b := append([]byte{}, good...); binary.NativeEndian.PutUint32(b[offKLen:], 5); return b }(),
 		"huge ulen": func() []byte {
 			b := append([]byte{}, good...)
 			binary.NativeEndian.PutUint32(b[offULen:], 1<<31)
+			return b
+		}(),
+		"window past the end": func() []byte {
+			b := append([]byte{}, good...)
+			binary.NativeEndian.PutUint32(b[offWinLen:], 16)
+			return b
+		}(),
+		"huge window": func() []byte {
+			b := make([]byte, offData+MaxStackWindow+8)
+			binary.NativeEndian.PutUint32(b[offWinLen:], MaxStackWindow+8)
 			return b
 		}(),
 	}
@@ -115,13 +174,14 @@ func BenchmarkDecodeRecord(b *testing.B) {
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(makeRecord("seed", []uint64{1, 2}, []uint64{3}))
 	f.Add(makeRecord("", nil, nil))
+	f.Add(makeDWARFRecord("dw", []uint64{1}, nil, make([]uint64, NumRegs), []byte("window")))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var s Sample
 		if DecodeRecord(raw, &s) != nil {
 			return
 		}
-		if offIPs+8*(len(s.KernelIPs)+len(s.UserIPs)) > len(raw) || len(s.Comm) > commLen {
+		if offData+len(s.Stack)+8*(len(s.KernelIPs)+len(s.UserIPs)) > len(raw) || len(s.Comm) > commLen {
 			t.Fatalf("decoded %d+%d IPs and comm %q from %d bytes", len(s.KernelIPs), len(s.UserIPs), s.Comm, len(raw))
 		}
 	})

@@ -56,6 +56,14 @@ type Config struct {
 	// RingBytes is the ring buffer size in bytes, a power of two and a
 	// multiple of the page size; 0 sizes it from FrequencyHz × CPUs.
 	RingBytes int
+	// CallGraph says how user stacks are taken: CallGraphFP (the zero
+	// value) walks frame pointers in BPF; CallGraphDWARF records the user
+	// registers and a copy of the user stack for an unwinder (Sample.Regs,
+	// Sample.Stack).
+	CallGraph CallGraph
+	// StackWindow is the most bytes of user stack copied per sample with
+	// CallGraphDWARF, at most MaxStackWindow; 0 means DefaultStackWindow.
+	StackWindow int
 	// Log receives one-line notes (the fallback to cpu-clock, a missing fork
 	// tracepoint); nil discards them.
 	Log io.Writer
@@ -63,6 +71,42 @@ type Config struct {
 	// details; nil prints nothing.
 	Verbose io.Writer
 }
+
+// CallGraph is how the BPF program takes user stacks (perf's
+// --call-graph modes).
+type CallGraph uint8
+
+const (
+	// CallGraphFP walks the user stack's frame pointers in BPF
+	// (bpf_get_stack): Sample.UserIPs, at most MaxStackDepth frames.
+	CallGraphFP CallGraph = iota
+	// CallGraphDWARF records the user registers and the user stack from
+	// sp upward (Sample.Regs, Sample.Stack) for a CFI unwinder.
+	CallGraphDWARF
+)
+
+// String returns perf's name of the mode: "fp" or "dwarf".
+func (c CallGraph) String() string {
+	if c == CallGraphDWARF {
+		return "dwarf"
+	}
+	return "fp"
+}
+
+// ParseCallGraph parses perf's --call-graph mode names, "fp" and "dwarf".
+func ParseCallGraph(s string) (CallGraph, error) {
+	switch s {
+	case "fp":
+		return CallGraphFP, nil
+	case "dwarf":
+		return CallGraphDWARF, nil
+	}
+	return 0, fmt.Errorf("call graph mode %q: want fp or dwarf", s)
+}
+
+// DefaultStackWindow is the bytes of user stack copied per sample at most
+// by default (CallGraphDWARF): the window size sweep in BENCHMARKS.md.
+const DefaultStackWindow = 32 << 10
 
 // Sampler is a loaded BPF program attached to one perf event per CPU.
 // Create it with Open, read samples with Run, release it with Close.
@@ -150,19 +194,34 @@ func (s *Sampler) CPUs() []int { return s.cpus }
 // RingBytes returns the ring buffer size in bytes.
 func (s *Sampler) RingBytes() int { return s.ringBytes }
 
-// ringSize returns a ring buffer size for a quarter of a second of the
-// largest records at hz on ncpu CPUs (typical records, 200–400 bytes, fill
-// it in 1–2 s, against the reader's 100 ms poll): a power of two between
-// 1 MiB and 256 MiB. The kernel maps the data pages twice (for records
-// that wrap), so the ring counts twice its size in gprofile's RSS.
-func ringSize(hz uint64, ncpu int) int {
-	want := hz * uint64(ncpu) * (offIPs + maxIPsBytes) / 4
+// ringSize returns a ring buffer size for a quarter of a second of
+// records of recordBytes at hz on ncpu CPUs, against the reader's 100 ms
+// poll: a power of two between 1 MiB and 256 MiB. The kernel maps the data
+// pages twice (for records that wrap), so the ring counts twice its size
+// in gprofile's RSS.
+func ringSize(hz uint64, ncpu int, recordBytes int) int {
+	want := hz * uint64(ncpu) * uint64(recordBytes) / 4
 	size := uint64(1) << 20
 	if want > size {
 		size = 1 << bits.Len64(want-1)
 	}
 	return int(min(size, 1<<28))
 }
+
+// recordBytes is the record size ringSize plans for: the largest with
+// frame pointers (two full stacks); with CallGraphDWARF, a header, a
+// typical kernel stack and a window of typical use (dwarfRecordBytes).
+func (s *Sampler) recordBytes() int {
+	if s.cfg.CallGraph == CallGraphDWARF {
+		return dwarfRecordBytes
+	}
+	return offData + maxIPsBytes
+}
+
+// dwarfRecordBytes is the mean record size ringSize plans for with
+// CallGraphDWARF: the header, a short kernel stack and the window bench
+// measured on busy stacks (BENCHMARKS.md, window sweep).
+const dwarfRecordBytes = 8 << 10
 
 func (s *Sampler) load() error {
 	spec, err := loadProfile()
@@ -179,9 +238,21 @@ func (s *Sampler) load() error {
 		if s.cfg.Period != 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint()) {
 			hz = 4999 // rate unknown: room for a busy event
 		}
-		s.ringBytes = ringSize(hz, len(s.cpus))
+		s.ringBytes = ringSize(hz, len(s.cpus), s.recordBytes())
 	}
 	spec.Maps["events"].MaxEntries = uint32(s.ringBytes)
+	window := s.cfg.StackWindow
+	if window == 0 {
+		window = DefaultStackWindow
+	}
+	if window < 0 || window > MaxStackWindow {
+		return fmt.Errorf("stack window of %d bytes: want 1 to %d", window, MaxStackWindow)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count possible CPUs: %w", err)
+	}
+	spec.Maps["scratch"].MaxEntries = uint32(ncpu)
 	consts := map[string]any{
 		"filter_tgid":  boolByte(s.cfg.PIDs != nil),
 		"filter_tid":   boolByte(s.cfg.TIDs != nil),
@@ -194,6 +265,10 @@ func (s *Sampler) load() error {
 		// The program reads cs from x86-64 pt_regs (the layout it was
 		// built with) to skip the kernel walk of user-mode samples.
 		"user_mode_check": boolByte(runtime.GOARCH == "amd64"),
+		// The program reads x86-64 pt_regs for the user registers.
+		"call_graph_dwarf": boolByte(s.cfg.CallGraph == CallGraphDWARF && runtime.GOARCH == "amd64"),
+		"max_window":       uint32(window),
+		"use_find_vma":     uint8(1),
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
 		consts["filter_cgroup"] = uint8(1)
@@ -208,7 +283,8 @@ func (s *Sampler) load() error {
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return s.loadError(err)
 	}
-	s.verbosef("BPF: loaded program profile, ring buffer %d bytes, wakeup at %d bytes\n", s.ringBytes, s.ringBytes/4)
+	s.verbosef("BPF: loaded program profile, call graph %s, stack window %d bytes, ring buffer %d bytes, wakeup at %d bytes\n",
+		s.cfg.CallGraph, window, s.ringBytes, s.ringBytes/4)
 	for _, tid := range s.cfg.TIDs {
 		if err := s.objs.TargetTIDs.Put(tid, uint8(1)); err != nil {
 			return fmt.Errorf("add tid %d to the target map: %w", tid, err)

@@ -272,18 +272,24 @@ func TestSamplerFollowsForks(t *testing.T) {
 // object, create the ring buffer, open and attach the perf events and
 // tracepoints, enable, then close. With -benchtime 10x each op is a cold
 // open, as in a run; compare CPU with `-cpuprofile` or /usr/bin/time.
+// The dwarf case loads the stack-copy path too (bpf_find_vma and the
+// BTF-typed helpers are resolved by the kernel: no BTF is decoded here).
 func BenchmarkOpenSampler(b *testing.B) {
 	testutil.RequirePrivileges(b)
-	for range b.N {
-		s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, Log: io.Discard})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Enable(); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
+	for _, cg := range []CallGraph{CallGraphFP, CallGraphDWARF} {
+		b.Run(cg.String(), func(b *testing.B) {
+			for range b.N {
+				s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: cg, Log: io.Discard})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Enable(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,178 @@
+package attach
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// mapping is one line of /proc/PID/maps: [start, end) and its path.
+type mapping struct {
+	start, end uint64
+	path       string
+}
+
+func readMaps(t *testing.T, pid int) []mapping {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ms []mapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		lo, hi, _ := strings.Cut(fields[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		m := mapping{start: start, end: end}
+		if len(fields) >= 6 {
+			m.path = fields[5]
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+func findMapping(ms []mapping, addr uint64) (mapping, bool) {
+	for _, m := range ms {
+		if addr >= m.start && addr < m.end {
+			return m, true
+		}
+	}
+	return mapping{}, false
+}
+
+// runDWARF samples pid for a second with CallGraphDWARF and calls fn for
+// each of its samples.
+func runDWARF(t *testing.T, pid int, fn func(*Sample)) Counters {
+	t.Helper()
+	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{uint32(pid)}, CallGraph: CallGraphDWARF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.Run(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestSamplerDWARFUser samples a workload spinning in user mode with
+// CallGraphDWARF: every sample has the user registers (ip in the
+// executable, sp in [stack]), a window from sp to the end of the stack
+// VMA, that holds a return address into the executable, and no
+// frame-pointer IPs.
+func TestSamplerDWARFUser(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fomit-frame-pointer")
+	cmd := exec.Command(bin, "20")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(50 * time.Millisecond) // past the dynamic loader
+	maps := readMaps(t, cmd.Process.Pid)
+	var n, regs, ipInExe, spInStack, toVMAEnd, retAddr, fpIPs int
+	c := runDWARF(t, cmd.Process.Pid, func(smp *Sample) {
+		n++
+		if len(smp.UserIPs) != 0 {
+			fpIPs++
+		}
+		if smp.Flags&FlagUserRegs == 0 {
+			return
+		}
+		regs++
+		if m, ok := findMapping(maps, smp.Regs[16]); ok && m.path == bin {
+			ipInExe++
+		}
+		st, ok := findMapping(maps, smp.Regs[7])
+		if !ok || st.path != "[stack]" {
+			return
+		}
+		spInStack++
+		if smp.Regs[7]+uint64(len(smp.Stack)) == st.end {
+			toVMAEnd++
+		}
+		for i := 0; i+8 <= len(smp.Stack); i += 8 {
+			if m, ok := findMapping(maps, binary.NativeEndian.Uint64(smp.Stack[i:])); ok && m.path == bin {
+				retAddr++
+				break
+			}
+		}
+	})
+	t.Logf("%d samples: %d with regs, ip in the executable %d, sp in [stack] %d, window to the VMA end %d, with a return address %d; counters %+v",
+		n, regs, ipInExe, spInStack, toVMAEnd, retAddr, c)
+	if n < 200 {
+		t.Fatalf("%d samples of a spinning workload in 1 s at 499 Hz", n)
+	}
+	for _, check := range []struct {
+		what string
+		got  int
+	}{{"user registers", regs}, {"ip in the executable", ipInExe}, {"sp in [stack]", spInStack},
+		{"a window up to the stack VMA's end", toVMAEnd}, {"a return address into the executable in the window", retAddr}} {
+		if check.got < n*95/100 {
+			t.Errorf("%d of %d samples have %s", check.got, n, check.what)
+		}
+	}
+	if fpIPs != 0 {
+		t.Errorf("%d samples carry frame-pointer IPs in dwarf mode", fpIPs)
+	}
+	if c.WindowBytes == 0 || c.Lost != 0 {
+		t.Errorf("counters %+v: want window bytes and no loss", c)
+	}
+}
+
+// TestSamplerDWARFKernel samples a workload that spends its time in
+// system calls: samples taken in kernel mode still get the user registers
+// (those saved at the syscall's entry: ip in libc, sp in [stack]).
+func TestSamplerDWARFKernel(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	cmd := exec.Command("dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=100000000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(50 * time.Millisecond)
+	maps := readMaps(t, cmd.Process.Pid)
+	var inKernel, regs, ipInLibc, spInStack int
+	runDWARF(t, cmd.Process.Pid, func(smp *Sample) {
+		if len(smp.KernelIPs) == 0 {
+			return
+		}
+		inKernel++
+		if smp.Flags&FlagUserRegs == 0 {
+			return
+		}
+		regs++
+		if m, ok := findMapping(maps, smp.Regs[16]); ok && strings.Contains(m.path, "/libc.so") {
+			ipInLibc++
+		}
+		if m, ok := findMapping(maps, smp.Regs[7]); ok && m.path == "[stack]" && len(smp.Stack) > 0 {
+			spInStack++
+		}
+	})
+	t.Logf("%d kernel-mode samples: %d with regs, ip in libc %d, sp in [stack] with a window %d", inKernel, regs, ipInLibc, spInStack)
+	if inKernel < 100 {
+		t.Fatalf("%d kernel-mode samples of dd in 1 s at 499 Hz", inKernel)
+	}
+	if regs < inKernel*95/100 || ipInLibc < inKernel*95/100 || spInStack < inKernel*95/100 {
+		t.Errorf("of %d kernel-mode samples: %d with regs, %d with ip in libc, %d with sp in [stack]", inKernel, regs, ipInLibc, spInStack)
+	}
+}
