@@ -36,15 +36,16 @@ fuzz:
 soak: build
 	$(SUDO) env GO=$$(command -v $(GO)) SOAK_SECONDS=$(SOAK_SECONDS) bench/soak.sh
 
-# Regenerates the BPF object and its Go bindings (needs clang, libbpf-dev).
+# Regenerates every BPF object and its Go bindings with bpf2go (needs
+# clang; the headers the programs include are in bpf/include).
 generate:
-	$(GO) generate ./internal/attach
+	$(GO) generate ./...
 
-# Fails when the committed BPF objects differ from what the sources build.
+# Fails when the committed BPF objects and bindings differ from what the
+# sources build, or when a generated file is new or gone.
 check-generated: generate
-	git diff --exit-code -- internal/attach/profile_bpfel.go internal/attach/profile_bpfel.o \
-		internal/attach/ksym_bpfel.go internal/attach/ksym_bpfel.o \
-		internal/attach/ksymlookup_bpfel.go internal/attach/ksymlookup_bpfel.o
+	@out=$$(git status --porcelain -- '*_bpfel.go' '*_bpfel.o' '*_bpfeb.go' '*_bpfeb.o'); \
+	if [ -n "$$out" ]; then echo "generated BPF files differ from bpf/*.bpf.c (run make generate, commit):"; echo "$$out"; exit 1; fi
 
 lint: check-layers
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite: $$out"; exit 1; fi

@@ -5,7 +5,7 @@
 // the iterator's seq_file, in /proc/kallsyms order. Reading /proc/kallsyms
 // costs the kernel a vsnprintf of "%px %c %s\t[%s]" per symbol; this
 // writes the same fields as they are, which the reader then parses
-// without hex or line splitting (attach.OpenKallsymsIter).
+// without hex or line splitting (ksym.OpenIter).
 //
 // Record (little-endian, packed, no padding between records):
 //
@@ -30,7 +30,7 @@
 // efficient unaligned access (x86-64, arm64, ppc64le); elsewhere the load
 // fails and the reader falls back to /proc/kallsyms.
 //
-// Built with bpf2go (see internal/attach/gen.go); needs no vmlinux.h: the
+// Built with bpf2go (internal/symbolize/ksym/gen.go); needs no vmlinux.h: the
 // kernel structs it reads are declared below with preserve_access_index
 // and relocated against the running kernel's BTF.
 

@@ -6,7 +6,7 @@
 // of kernel time however it is read).
 //
 // Two BPF_PROG_TYPE_SYSCALL programs, run from user space with
-// BPF_PROG_TEST_RUN (attach.OpenKernelSymbolLookup):
+// BPF_PROG_TEST_RUN (ksym.OpenLookup):
 //
 //   lookup      writes the kernel's "%pS" text for batch.addrs[0..count)
 //               into texts[i] and bpf_snprintf's result into lens[i]. "%pS" is
@@ -31,14 +31,14 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-// Addresses per run (attach.KernelLookupBatch).
+// Addresses per run (ksym.LookupBatch).
 #define BATCH 64
 // Bytes per text: the kernel's KSYM_SYMBOL_LEN is 665 with 512-byte names
-// (Linux 6.1+), the most "%pS" can write (attach.KernelLookupTextLen).
+// (Linux 6.1+), the most "%pS" can write (ksym.LookupTextLen).
 #define TEXT_LEN 672
 
-// The one global (.bss), shared with user space; the layout is
-// attach.lookupOff*.
+// The one global (.bss), shared with user space; ksym reads its
+// layout from the type bpf2go generates of it.
 struct lookup_batch {
 	__u32 count;                 // addresses in addrs, set by user space
 	__s32 text_err;              // text_range: 0, or the lookup's -errno

@@ -27,8 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
+	"github.com/gprofile/gprofile/internal/symbolize/ksym"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
@@ -185,7 +185,7 @@ func cpuTime() time.Duration {
 //
 //	-source text  kallsyms.Load("/proc/kallsyms") (load_*), and reading the
 //	              file alone in 64 KiB reads (read_*)
-//	-source iter  attach.OpenKallsymsIter + kallsyms.ParseIter (load_*)
+//	-source iter  ksym.OpenIter + ksym.ParseIter (load_*)
 //	              with kernel BTF decoded (warm), after a first load that
 //	              decodes it (cold_load; run a fresh symbench for each
 //	              cold sample); the open alone: load, verify and attach
@@ -204,16 +204,16 @@ func kallsymsCmd(args []string) error {
 		read = func() error { return drain(os.Open("/proc/kallsyms")) }
 	case "iter":
 		load = func() (*kallsyms.Table, error) {
-			r, err := attach.OpenKallsymsIter()
+			r, err := ksym.OpenIter()
 			if err != nil {
 				return nil, err
 			}
 			defer r.Close()
-			return kallsyms.ParseIter(r)
+			return ksym.ParseIter(r)
 		}
-		read = func() error { return drain(attach.OpenKallsymsIter()) }
+		read = func() error { return drain(ksym.OpenIter()) }
 		open = func() error {
-			r, err := attach.OpenKallsymsIter()
+			r, err := ksym.OpenIter()
 			if err == nil {
 				r.Close()
 			}
@@ -226,7 +226,7 @@ func kallsymsCmd(args []string) error {
 	if *source == "iter" {
 		// The first load decodes kernel BTF into the held cache (cold),
 		// the others reuse it (warm).
-		defer attach.HoldKernelBTF()()
+		defer ksym.HoldKernelBTF()()
 		start := time.Now()
 		if _, err := load(); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/symbolize/ksym"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func run(o *options) (int, error) {
 
 	// New opens the kernel symbol lookup in the background (about 2 ms;
 	// when it cannot load, kallsyms is listed instead, 40-70 ms).
-	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: attach.OpenKallsymsIter, CacheDir: o.cacheDir})
+	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: ksym.LoadIter, CacheDir: o.cacheDir})
 	if err != nil {
 		return 1, err
 	}
@@ -122,9 +123,9 @@ func run(o *options) (int, error) {
 }
 
 // openKernelLookup opens the BPF kernel symbol lookup for the symbolizer
-// (a nil *attach.KernelSymbolLookup must not become a non-nil interface).
+// (a nil *ksym.Lookup must not become a non-nil interface).
 func openKernelLookup() (symbolize.KernelLookup, error) {
-	l, err := attach.OpenKernelSymbolLookup()
+	l, err := ksym.OpenLookup()
 	if err != nil {
 		return nil, err
 	}

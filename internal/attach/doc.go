@@ -17,15 +17,8 @@
 // a classic tracepoint's perf event waits for an RCU grace period (20-50
 // ms), which is why exec and exit use raw tracepoints.
 //
-// It also loads two BPF objects that name kernel addresses:
-// bpf/ksymlookup.bpf.c (OpenKernelSymbolLookup), syscall programs that
-// ask the kernel's own kallsyms_lookup for a batch of addresses (printk's
-// "%pS"), so that a profile names only the addresses it holds; and, as a
-// fallback, bpf/ksym.bpf.c, a BPF kallsyms iterator (OpenKallsymsIter)
-// that lists the kernel's symbols as binary records, cheaper for the
-// kernel than formatting /proc/kallsyms. The iterator's load decodes
-// kernel BTF through a shared cilium/ebpf cache (HoldKernelBTF keeps it
-// between loads); the lookup needs no BTF.
+// The BPF programs that name kernel addresses are
+// internal/symbolize/ksym's; this package only samples.
 //
 // Kernel requirements: BPF ring buffers (Linux 5.8), bpf_link for perf
 // events (5.15; older kernels fall back to PERF_EVENT_IOC_SET_BPF),

@@ -7,17 +7,15 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/gprofile/gprofile/internal/privilege"
 )
 
 // Errors a user can act on; Open wraps them with the details.
 var (
 	// ErrPermission: the process may not load BPF programs or open perf
-	// events. Run as root, or grant CAP_BPF and CAP_PERFMON (Linux 5.8+),
-	// and check kernel.perf_event_paranoid.
-	ErrPermission = errors.New("permission denied: run as root, or grant CAP_BPF and CAP_PERFMON " +
-		"(e.g. sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace+ep gprofile); " +
-		"kernel.perf_event_paranoid may need to be lowered (sysctl kernel.perf_event_paranoid=1)")
+	// events (the one sentinel of [privilege.ErrPermission], which the
+	// kernel-symbol package wraps too).
+	ErrPermission = privilege.ErrPermission
 	// ErrNoRingbuf: the kernel has no BPF ring buffer (Linux < 5.8).
 	ErrNoRingbuf = errors.New("this kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF needs Linux 5.8 or newer)")
 	// ErrNoPMU: a hardware event was asked for on a machine without a PMU.
@@ -98,12 +96,7 @@ func effectiveCaps() (uint64, error) {
 }
 
 // permissionError wraps err with ErrPermission when it is EPERM or EACCES.
-func permissionError(what string, err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return fmt.Errorf("%s: %w: %v", what, ErrPermission, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+func permissionError(what string, err error) error { return privilege.Wrap(what, err) }
 
 // ProcessTgid returns the process id (tgid) of pid, which may also be a
 // thread id, from /proc/PID/status. It returns an error wrapping

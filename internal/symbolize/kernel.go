@@ -2,7 +2,6 @@ package symbolize
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -62,7 +61,7 @@ type moduleMapping struct {
 // overlaps with the caller's own start-up (loading BPF, opening perf
 // events). Failures leave it working with a note: kernel frames then
 // stay unnamed.
-func newKernelSymbolizer(lookup func() (KernelLookup, error), iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) *kernelSymbolizer {
+func newKernelSymbolizer(lookup func() (KernelLookup, error), iter func() (*kallsyms.Table, error), kallsymsPath, procRoot string) *kernelSymbolizer {
 	k := &kernelSymbolizer{
 		ready: make(chan struct{}),
 		image: &Mapping{Path: kernelPath, Kernel: true, Limit: math.MaxUint64},
@@ -87,11 +86,11 @@ func (k *kernelSymbolizer) wait() {
 }
 
 // load reads kallsyms and the module extents into k.
-func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath, procRoot string) {
+func (k *kernelSymbolizer) load(iter func() (*kallsyms.Table, error), kallsymsPath, procRoot string) {
 	var ks *kallsyms.Table
 	var err error
 	if iter != nil {
-		if ks, err = loadKallsymsIterFrom(iter); err != nil {
+		if ks, err = iter(); err != nil {
 			k.iterErr = err
 		}
 	}
@@ -123,17 +122,6 @@ func (k *kernelSymbolizer) load(iter func() (io.ReadCloser, error), kallsymsPath
 			Start: m.Start, Limit: m.End, Path: "[" + m.Name + "]", Kernel: true,
 		}})
 	}
-}
-
-// loadKallsymsIterFrom opens the iterator stream with open, parses it
-// and closes it.
-func loadKallsymsIterFrom(open func() (io.ReadCloser, error)) (*kallsyms.Table, error) {
-	r, err := open()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return kallsyms.ParseIter(r)
 }
 
 // hiddenNote explains zero addresses in kallsyms from the sysctls that

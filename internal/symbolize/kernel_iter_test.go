@@ -1,49 +1,38 @@
 package symbolize
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
 )
 
 // TestKernelSymbolizerIterFallback: the iterator's table when it works;
-// the kallsyms file when it cannot be opened or its stream is corrupt,
-// with the iterator's error kept; both errors in the note when both
-// fail. Every stream opened is closed.
+// the kallsyms file when it fails, with the iterator's error kept; both
+// errors in the note when both fail.
 func TestKernelSymbolizerIterFallback(t *testing.T) {
 	text, err := os.ReadFile("testdata/kallsyms.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var streams []*symtest.FakeStream
-	iter := func(data []byte) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) {
-			s := &symtest.FakeStream{Reader: bytes.NewReader(data)}
-			streams = append(streams, s)
-			return s, nil
-		}
-	}
-	failing := func() (io.ReadCloser, error) { return nil, errors.New("no BTF") }
 	// Only the iterator names abort_iter: it is not in the file.
 	iterText := strings.Replace(string(text), " abort\n", " abort_iter\n", 1)
+	iter := func() (*kallsyms.Table, error) { return kallsyms.Parse(strings.NewReader(iterText)) }
+	failing := func() (*kallsyms.Table, error) { return nil, errors.New("no BTF") }
 	const abort = 0xffffffff81001010
 	for _, tt := range []struct {
 		name      string
-		iter      func() (io.ReadCloser, error)
+		iter      func() (*kallsyms.Table, error)
 		path      string
 		want      string // the function at abort
 		iterErr   string
 		noteWants []string
 	}{
-		{"iterator", iter(symtest.KallsymsRecords(t, []byte(iterText))), "testdata/kallsyms.txt", "abort_iter", "", nil},
+		{"iterator", iter, "testdata/kallsyms.txt", "abort_iter", "", nil},
 		{"no iterator", nil, "testdata/kallsyms.txt", "abort", "", nil},
 		{"iterator fails", failing, "testdata/kallsyms.txt", "abort", "no BTF", nil},
-		{"corrupt stream", iter([]byte("garbage, not records")), "testdata/kallsyms.txt", "abort", "malformed header", nil},
 		{"both fail", failing, "testdata/missing", "", "no BTF", []string{"testdata/missing", "no BTF"}},
 	} {
 		k := newKernelSymbolizer(nil, tt.iter, tt.path, t.TempDir())
@@ -63,21 +52,16 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 			t.Errorf("%s: note %q, want none", tt.name, k.note)
 		}
 	}
-	for i, s := range streams {
-		if s.Closed != 1 {
-			t.Errorf("stream %d closed %d times, want once", i, s.Closed)
-		}
-	}
 }
 
 // TestSymbolizerKallsymsIter: Options.KallsymsIter reaches the kernel
 // symbolizer, and hidden addresses from it give the kptr_restrict note.
 func TestSymbolizerKallsymsIter(t *testing.T) {
-	hidden := symtest.AppendRecord(symtest.AppendRecord(nil, 0, 'T', "_stext", ""), 0, 'T', "do_syscall_64", "")
+	hidden := "0000000000000000 T _stext\n0000000000000000 T do_syscall_64\n"
 	s, err := New(Options{
 		ProcRoot:     t.TempDir(),
 		KallsymsPath: "testdata/kallsyms.txt",
-		KallsymsIter: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(hidden)), nil },
+		KallsymsIter: func() (*kallsyms.Table, error) { return kallsyms.Parse(strings.NewReader(hidden)) },
 	})
 	if err != nil {
 		t.Fatal(err)

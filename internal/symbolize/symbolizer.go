@@ -2,13 +2,13 @@ package symbolize
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
 
@@ -22,21 +22,20 @@ type Options struct {
 	KallsymsPath string
 	// KernelLookup, when not nil, opens a KernelLookup that names kernel
 	// addresses on demand (cmd/gprofile passes a wrapper of
-	// attach.OpenKernelSymbolLookup): tried first, on the goroutine that
+	// ksym.OpenLookup): tried first, on the goroutine that
 	// loads kernel symbols, it makes listing kallsyms (KallsymsIter,
 	// KallsymsPath) unnecessary, which are used only when it fails to
 	// open. Close closes it.
 	KernelLookup func() (KernelLookup, error)
-	// KallsymsIter, when not nil, opens a stream of the kernel's symbols
-	// in the binary records of the BPF kallsyms iterator (see
-	// kallsyms.ParseIter; cmd/gprofile passes attach.OpenKallsymsIter),
-	// which is tried before KallsymsPath: it costs the kernel 33-45
-	// ms against 45-70 ms for the text file. New calls it once, on
-	// the goroutine that loads kernel symbols, and closes the stream
-	// once parsed. When it fails to open, read or parse, KallsymsPath is
-	// read instead (Note names both errors if that fails too). nil
-	// reads only KallsymsPath.
-	KallsymsIter func() (io.ReadCloser, error)
+	// KallsymsIter, when not nil, lists the kernel's symbols from another
+	// source than KallsymsPath (cmd/gprofile passes ksym.LoadIter, the
+	// BPF kallsyms iterator), which is tried before KallsymsPath: the
+	// iterator costs the kernel less than the text file
+	// (BenchmarkKallsymsLoad, BenchmarkOpenKallsymsIter). New calls it
+	// once, on the goroutine that loads kernel symbols. When it fails,
+	// KallsymsPath is read instead (Note names both errors if that fails
+	// too). nil reads only KallsymsPath.
+	KallsymsIter func() (*kallsyms.Table, error)
 	// DebugDirs are the global directories (host paths) searched for
 	// separate debug files, by build ID and by .gnu_debuglink, as in
 	// debuginfo.Options; nil means DefaultDebugDirs() (/usr/lib/debug), an

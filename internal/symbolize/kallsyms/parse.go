@@ -2,7 +2,10 @@ package kallsyms
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -269,4 +272,67 @@ func (k *Table) dedup() {
 // (weak, in the kernel always functions).
 func isKernelText(typ byte) bool {
 	return typ == 't' || typ == 'T' || typ == 'w' || typ == 'W'
+}
+
+// symbol adds one kallsyms entry, address, type letter, name and module
+// name (without brackets; empty for the kernel image), to the table:
+// section markers set the text ranges, text symbols and BPF programs are
+// kept, the rest dropped. Both sources, the text of /proc/kallsyms (line)
+// and the iterator's records, go through it, so that they keep the same
+// symbols.
+func (p *kallsymsParser) symbol(addr uint64, typ byte, name, mod []byte) error {
+	if len(name) == 0 || len(name) > ksymNameMask {
+		return fmt.Errorf("malformed symbol name (%d bytes; 1 to %d allowed)", len(name), ksymNameMask)
+	}
+	if p.arena.Len() > math.MaxUint32-len(name) {
+		return errors.New("symbol names over 4 GiB")
+	}
+	if addr != 0 {
+		p.nonzero = true
+	}
+	if len(mod) == 0 && p.marker(name, addr) {
+		return nil
+	}
+	if !isKernelText(typ) && !(len(mod) > 0 && bytes.HasPrefix(name, []byte("bpf_prog_"))) {
+		return nil
+	}
+	m, err := p.module(mod)
+	if err != nil {
+		return err
+	}
+	p.add(addr, name, m, typ >= 'A' && typ <= 'Z')
+	return nil
+}
+
+// Builder makes a [Table] of kallsyms entries given one at a time, as a
+// source other than the text of /proc/kallsyms gives them (the BPF
+// kallsyms iterator's records, decoded by package ksym). It keeps the
+// symbols that [Parse] keeps of the same entries.
+type Builder struct{ p *kallsymsParser }
+
+// NewBuilder returns a Builder with room for a typical kernel's symbols.
+func NewBuilder() *Builder { return &Builder{p: newKallsymsParser(kallsymsSizes(nil, false))} }
+
+// Add adds one entry: address, type letter as /proc/kallsyms prints it,
+// name and module name (without brackets; empty for the kernel image).
+// Neither slice is kept. It fails on a name of 0 or more than 512 bytes,
+// or past 4 GiB of names.
+func (b *Builder) Add(addr uint64, typ byte, name, mod []byte) error {
+	b.p.lines++
+	return b.p.symbol(addr, typ, name, mod)
+}
+
+// Table returns the table of the entries added, or an error when there
+// were none.
+func (b *Builder) Table() (*Table, error) { return b.p.finish() }
+
+// Chunk is the size of the reads [ReadChunks] makes for [Load] (bytes).
+const Chunk = kallsymsChunk
+
+// ReadChunks reads r in chunk-byte buffers on a goroutine of its own
+// while the calling goroutine hands each buffer, as it arrives, to feed,
+// which must not keep it (see [Load]). It returns the first feed error as
+// it is, or the first read error wrapped; io.EOF ends the read.
+func ReadChunks(r io.Reader, chunk int, feed func([]byte) error) error {
+	return readChunks(r, chunk, feed)
 }

@@ -1,4 +1,4 @@
-package kallsyms
+package ksym
 
 import (
 	"bytes"
@@ -7,40 +7,46 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/textscan"
+	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
 )
 
-// sameKallsyms fails t unless got and want are the same table: the same
-// symbols (address, name, global, module), sections and Hidden.
-func sameKallsyms(t *testing.T, got, want *Table) {
+// sameKallsyms fails t unless got and want, made of the kallsyms text
+// text, name every address the same: the same symbol count, Hidden, text
+// range and modules, and the same Lookup at each listed address and the
+// byte after it (aliases, globals, modules and section bounds).
+func sameKallsyms(t *testing.T, got, want *kallsyms.Table, text []byte) {
 	t.Helper()
-	if got.Len() != want.Len() || got.hidden != want.hidden || got.text != want.text || got.init != want.init {
-		t.Fatalf("got %d symbols, hidden %v, text %v, init %v; want %d, %v, %v, %v",
-			got.Len(), got.hidden, got.text, got.init, want.Len(), want.hidden, want.text, want.init)
+	gs, ge, gok := got.TextRange()
+	ws, we, wok := want.TextRange()
+	if got.Len() != want.Len() || got.Hidden() != want.Hidden() || gs != ws || ge != we || gok != wok {
+		t.Fatalf("got %d symbols, hidden %v, text [%#x, %#x) %v; want %d, %v, [%#x, %#x) %v",
+			got.Len(), got.Hidden(), gs, ge, gok, want.Len(), want.Hidden(), ws, we, wok)
 	}
 	bad := 0
-	for i := range want.syms {
-		if g, w := describeKsym(got, i), describeKsym(want, i); g != w && bad < 10 {
-			t.Errorf("symbol %d: got %s, want %s", i, g, w)
-			bad++
+	for _, line := range strings.Split(string(text), "\n") {
+		addr, err := strconv.ParseUint(strings.SplitN(line, " ", 2)[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		for _, a := range []uint64{addr, addr + 1} {
+			g, gok := got.Lookup(a)
+			w, wok := want.Lookup(a)
+			if (g != w || gok != wok) && bad < 10 {
+				t.Errorf("Lookup(%#x) = %+v, %v; want %+v, %v", a, g, gok, w, wok)
+				bad++
+			}
 		}
 	}
 	if g, w := fmt.Sprint(got.Modules()), fmt.Sprint(want.Modules()); g != w {
 		t.Errorf("Modules() = %s, want %s", g, w)
 	}
-}
-
-// describeKsym prints symbol i of k with every field that Lookup and
-// dedup use.
-func describeKsym(k *Table, i int) string {
-	s := &k.syms[i]
-	name := k.names[s.name : s.name+uint32(s.nlen&ksymNameMask)]
-	return fmt.Sprintf("%#x %s global=%v [%s]", s.addr, name, s.global(), k.modules[s.mod])
 }
 
 // TestKallsymsIterFixture: the records of the fixture make the table its
@@ -51,23 +57,23 @@ func TestKallsymsIterFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := parseKallsyms(text)
+		want, err := kallsyms.Parse(bytes.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
 		}
 		recs := symtest.KallsymsRecords(t, text)
 		for chunk := 1; chunk <= 80; chunk++ {
-			k, err := loadKallsymsIter(bytes.NewReader(recs), chunk)
+			k, err := parseIter(bytes.NewReader(recs), chunk)
 			if err != nil {
 				t.Fatalf("%s, chunk %d: %v", file, chunk, err)
 			}
-			sameKallsyms(t, k, want)
+			sameKallsyms(t, k, want, text)
 		}
 		k, err := ParseIter(iotest.OneByteReader(bytes.NewReader(recs)))
 		if err != nil {
 			t.Fatalf("%s, one byte a read: %v", file, err)
 		}
-		sameKallsyms(t, k, want)
+		sameKallsyms(t, k, want, text)
 	}
 }
 
@@ -93,7 +99,7 @@ func TestKallsymsIterLookup(t *testing.T) {
 		{0xffffffff81002800, 0, "", ""}, // _etext bounds the text
 	} {
 		sym, ok := k.Lookup(tt.addr)
-		if ok != (tt.name != "") || sym != (Symbol{Name: tt.name, Start: tt.start, Module: tt.module}) {
+		if ok != (tt.name != "") || sym != (kallsyms.Symbol{Name: tt.name, Start: tt.start, Module: tt.module}) {
 			t.Errorf("Lookup(%#x) = %+v, %v; want {%s %#x %s}", tt.addr, sym, ok, tt.name, tt.start, tt.module)
 		}
 	}
@@ -110,7 +116,7 @@ func TestKallsymsIterReal(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
 	}
-	want, err := parseKallsyms(text)
+	want, err := kallsyms.Parse(bytes.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +124,7 @@ func TestKallsymsIterReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameKallsyms(t, k, want)
+	sameKallsyms(t, k, want, text)
 	t.Logf("%d symbols kept of %d lines, hidden %v", k.Len(), bytes.Count(text, textscan.Newline), k.Hidden())
 }
 
@@ -171,7 +177,7 @@ func FuzzKallsymsIterRecords(f *testing.F) {
 	f.Add(seed[:len(seed)-5], uint64(0xffffffffc0300010), uint8(3))
 	f.Add(symtest.AppendRecord(nil, 0, 'T', "x", ""), uint64(0), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64, chunk uint8) {
-		k, err := loadKallsymsIter(bytes.NewReader(data), int(chunk)%64+1)
+		k, err := parseIter(bytes.NewReader(data), int(chunk)%64+1)
 		if err != nil {
 			return
 		}
@@ -180,4 +186,31 @@ func FuzzKallsymsIterRecords(f *testing.F) {
 		}
 		k.Modules()
 	})
+}
+
+// TestLoadIterCloses: the stream is closed once, whether it parses or
+// not, and a corrupt one gives the parser's error.
+func TestLoadIterCloses(t *testing.T) {
+	text, err := os.ReadFile("../testdata/kallsyms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, data, wantErr string
+	}{
+		{"records", string(symtest.KallsymsRecords(t, text)), ""},
+		{"corrupt", "garbage, not records", "malformed header"},
+	} {
+		s := &symtest.FakeStream{Reader: strings.NewReader(tt.data)}
+		k, err := loadIter(func() (io.ReadCloser, error) { return s, nil })
+		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s: loadIter = %v, %v; want error %q", tt.name, k, err, tt.wantErr)
+		}
+		if s.Closed != 1 {
+			t.Errorf("%s: stream closed %d times, want once", tt.name, s.Closed)
+		}
+	}
+	if _, err := loadIter(func() (io.ReadCloser, error) { return nil, errors.New("no BTF") }); err == nil || err.Error() != "no BTF" {
+		t.Errorf("loadIter(open fails) error = %v, want the open's", err)
+	}
 }

@@ -1,4 +1,4 @@
-package attach
+package ksym
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/gprofile/gprofile/internal/testutil"
 )
@@ -31,21 +30,21 @@ func (e ksymEntry) String() string {
 func decodeKsyms(b []byte) ([]ksymEntry, error) {
 	var out []ksymEntry
 	for len(b) > 0 {
-		if len(b) < KsymHeaderLen {
+		if len(b) < ksymRecHeader {
 			return out, fmt.Errorf("record %d: %d bytes left, less than a header", len(out)+1, len(b))
 		}
-		n := int(binary.LittleEndian.Uint16(b[KsymOffNameLen:]))
-		m := int(b[KsymOffModuleLen])
-		if n == 0 || n > KsymMaxName || m > KsymMaxModule || len(b) < KsymHeaderLen+n+m {
-			return out, fmt.Errorf("record %d: bad header % x with %d bytes left", len(out)+1, b[:KsymHeaderLen], len(b))
+		n := int(binary.LittleEndian.Uint16(b[ksymRecNameLen:]))
+		m := int(b[ksymRecModuleLen])
+		if n == 0 || n > ksymRecMaxName || m > ksymRecMaxModule || len(b) < ksymRecHeader+n+m {
+			return out, fmt.Errorf("record %d: bad header % x with %d bytes left", len(out)+1, b[:ksymRecHeader], len(b))
 		}
 		out = append(out, ksymEntry{
-			value:  binary.LittleEndian.Uint64(b[KsymOffValue:]),
-			typ:    b[KsymOffType],
-			name:   string(b[KsymHeaderLen : KsymHeaderLen+n]),
-			module: string(b[KsymHeaderLen+n : KsymHeaderLen+n+m]),
+			value:  binary.LittleEndian.Uint64(b[ksymRecValue:]),
+			typ:    b[ksymRecType],
+			name:   string(b[ksymRecHeader : ksymRecHeader+n]),
+			module: string(b[ksymRecHeader+n : ksymRecHeader+n+m]),
 		})
-		b = b[KsymHeaderLen+n+m:]
+		b = b[ksymRecHeader+n+m:]
 	}
 	return out, nil
 }
@@ -54,7 +53,7 @@ func decodeKsyms(b []byte) ([]ksymEntry, error) {
 // read by itself (each must hold whole records).
 func readKsyms(t *testing.T) []ksymEntry {
 	t.Helper()
-	r, err := OpenKallsymsIter()
+	r, err := OpenIter()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +182,7 @@ func TestKallsymsIterCloses(t *testing.T) {
 	runtime.GC()
 	before := countFDs(t)
 	for i := range 5 {
-		r, err := OpenKallsymsIter()
+		r, err := OpenIter()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,28 +197,6 @@ func TestKallsymsIterCloses(t *testing.T) {
 	}
 	if after := countFDs(t); after != before { // closed, not left to finalizers
 		t.Errorf("%d open fds before, %d after 5 iterators opened and closed", before, after)
-	}
-}
-
-// TestKsymRecordLayout: the documented record layout is the one the BPF
-// program writes (the scratch record's header, as bpf2go generated it).
-func TestKsymRecordLayout(t *testing.T) {
-	var r ksymKsymRecord
-	for _, f := range []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"value", unsafe.Offsetof(r.Value), KsymOffValue},
-		{"name_len", unsafe.Offsetof(r.NameLen), KsymOffNameLen},
-		{"type", unsafe.Offsetof(r.Type), KsymOffType},
-		{"module_len", unsafe.Offsetof(r.ModuleLen), KsymOffModuleLen},
-		{"name", unsafe.Offsetof(r.Name), KsymHeaderLen},
-		{"name size", unsafe.Sizeof(r.Name), KsymMaxName},
-		{"module size", unsafe.Sizeof(r.Module), KsymMaxModule},
-	} {
-		if f.got != f.want {
-			t.Errorf("%s at %d in bpf/ksym.bpf.c, %d in the Ksym constants", f.name, f.got, f.want)
-		}
 	}
 }
 
@@ -242,14 +219,14 @@ func TestHoldKernelBTF(t *testing.T) {
 	}
 }
 
-// BenchmarkOpenKallsymsIter measures OpenKallsymsIter and the read of
+// BenchmarkOpenIter measures OpenIter and the read of
 // its stream, with kernel BTF decoded once (warm) and per load (cold).
-func BenchmarkOpenKallsymsIter(b *testing.B) {
+func BenchmarkOpenIter(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("skipping: needs root")
 	}
 	load := func(b *testing.B) {
-		r, err := OpenKallsymsIter()
+		r, err := OpenIter()
 		if err != nil {
 			b.Fatal(err)
 		}

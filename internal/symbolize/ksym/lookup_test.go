@@ -1,4 +1,4 @@
-package attach
+package ksym
 
 import (
 	"bufio"
@@ -51,15 +51,15 @@ func procKallsyms(t *testing.T) (names map[uint64][]string, text []uint64, modul
 
 var symbolText = regexp.MustCompile(`^(\S+)\+0x([0-9a-f]+)/0x([0-9a-f]+)(?: \[(\S+)\])?$`)
 
-// TestKernelSymbolLookup checks the BPF lookup against /proc/kallsyms:
+// TestLookup checks the BPF lookup against /proc/kallsyms:
 // the text range is _stext.._etext; every 50th text symbol (kernel image,
 // modules and BPF programs alike; more than one batch) is named at its
 // address with offset 0 and at address+1 with offset 1, by one of the
 // names kallsyms lists at that address, with its module; an address
 // outside the kernel is "0x...". Repeated opens leak no fds.
-func TestKernelSymbolLookup(t *testing.T) {
+func TestLookup(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	l, err := OpenKernelSymbolLookup()
+	l, err := OpenLookup()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestKernelSymbolLookup(t *testing.T) {
 		}
 	}
 	addrs = append(addrs, 0x1000)
-	if len(addrs) <= 2*KernelLookupBatch {
+	if len(addrs) <= 2*LookupBatch {
 		t.Fatalf("only %d addresses to look up", len(addrs))
 	}
 	texts := make([]string, len(addrs))
@@ -118,13 +118,13 @@ func TestKernelSymbolLookup(t *testing.T) {
 	}
 }
 
-// TestKernelSymbolLookupLeaks: opening and closing many times leaves the
+// TestLookupLeaks: opening and closing many times leaves the
 // fd count where it was, and Close is idempotent.
-func TestKernelSymbolLookupLeaks(t *testing.T) {
+func TestLookupLeaks(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	before := countFDs(t)
 	for range 20 {
-		l, err := OpenKernelSymbolLookup()
+		l, err := OpenLookup()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,34 +144,34 @@ func TestKernelSymbolLookupLeaks(t *testing.T) {
 	}
 }
 
-// TestKernelSymbolLookupHidden: with kernel.kptr_restrict=2 (kallsyms
+// TestLookupHidden: with kernel.kptr_restrict=2 (kallsyms
 // hides addresses even from root), opening fails with
-// ErrKallsymsHidden rather than naming what the sysctl hides.
-func TestKernelSymbolLookupHidden(t *testing.T) {
+// ErrHidden rather than naming what the sysctl hides.
+func TestLookupHidden(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	restore := testutil.SetSysctl(t, "kernel.kptr_restrict", "2")
-	l, err := OpenKernelSymbolLookup()
+	l, err := OpenLookup()
 	restore()
 	if err == nil {
 		l.Close()
 		t.Fatal("opened with kernel.kptr_restrict=2")
 	}
-	if !errors.Is(err, ErrKallsymsHidden) {
-		t.Errorf("error %v, want ErrKallsymsHidden", err)
+	if !errors.Is(err, ErrHidden) {
+		t.Errorf("error %v, want ErrHidden", err)
 	}
 }
 
-// BenchmarkKernelSymbolLookup: the cost of naming one address, in
-// batches of KernelLookupBatch distinct kernel text addresses.
-func BenchmarkKernelSymbolLookup(b *testing.B) {
+// BenchmarkLookup: the cost of naming one address, in
+// batches of LookupBatch distinct kernel text addresses.
+func BenchmarkLookup(b *testing.B) {
 	testutil.RequirePrivileges(b)
-	l, err := OpenKernelSymbolLookup()
+	l, err := OpenLookup()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	start, end := l.TextRange()
-	addrs := make([]uint64, KernelLookupBatch)
+	addrs := make([]uint64, LookupBatch)
 	for i := range addrs {
 		addrs[i] = start + uint64(i)*(end-start)/uint64(len(addrs))
 	}

@@ -1,4 +1,4 @@
-package attach
+package ksym
 
 import (
 	"bytes"
@@ -7,32 +7,34 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/gprofile/gprofile/internal/privilege"
 )
 
-// Layout of the global "batch" that bpf/ksymlookup.bpf.c and
-// KernelSymbolLookup share through the memory-mapped .bss map (offsets in
-// bytes; integers in host byte order).
+// Layout of the global "batch" that bpf/ksymlookup.bpf.c and [Lookup]
+// share through the memory-mapped .bss map: offsets in bytes, from the
+// type bpf2go generated from the C struct (integers in host byte order).
 const (
-	// KernelLookupBatch is how many addresses one run of the lookup
-	// program names (BATCH).
-	KernelLookupBatch = 64
-	// KernelLookupTextLen is the room for each text (TEXT_LEN): the
-	// kernel's KSYM_SYMBOL_LEN is 665 bytes with 512-byte names.
-	KernelLookupTextLen = 672
+	// LookupBatch is how many addresses one run of the lookup program
+	// names (BATCH).
+	LookupBatch = len(ksymlookupLookupBatch{}.Addrs)
+	// LookupTextLen is the room for each text (TEXT_LEN): the kernel's
+	// KSYM_SYMBOL_LEN is 665 bytes with 512-byte names.
+	LookupTextLen = len(ksymlookupLookupBatch{}.Texts[0])
 
-	lookupOffCount     = 0
-	lookupOffTextErr   = 4
-	lookupOffTextStart = 8
-	lookupOffTextEnd   = 16
-	lookupOffAddrs     = 24
-	lookupOffLens      = lookupOffAddrs + 8*KernelLookupBatch
-	lookupOffTexts     = lookupOffLens + 4*KernelLookupBatch
-	lookupSize         = lookupOffTexts + KernelLookupTextLen*KernelLookupBatch
+	lookupOffCount     = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.Count))
+	lookupOffTextErr   = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.TextErr))
+	lookupOffTextStart = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.TextStart))
+	lookupOffTextEnd   = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.TextEnd))
+	lookupOffAddrs     = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.Addrs))
+	lookupOffLens      = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.Lens))
+	lookupOffTexts     = int64(unsafe.Offsetof(ksymlookupLookupBatch{}.Texts))
+	lookupSize         = uint32(unsafe.Sizeof(ksymlookupLookupBatch{}))
 )
 
-// KernelSymbolLookup names kernel addresses on demand, in the kernel: a
+// Lookup names kernel addresses on demand, in the kernel: a
 // BPF_PROG_TYPE_SYSCALL program (bpf/ksymlookup.bpf.c) that user space
 // runs with BPF_PROG_TEST_RUN writes printk's "%pS" text for each address
 // (kallsyms_lookup: the kernel image, modules, BPF programs, ftrace and
@@ -40,12 +42,8 @@ const (
 // stacks costs microseconds where listing kallsyms costs 40-70 ms of
 // kernel time. Safe for use by one goroutine at a time per method call
 // (Lookup serializes itself).
-type KernelSymbolLookup struct {
-	objs struct {
-		Lookup    *ebpf.Program `ebpf:"lookup"`
-		TextRange *ebpf.Program `ebpf:"text_range"`
-		Bss       *ebpf.Map     `ebpf:".bss"`
-	}
+type Lookup struct {
+	objs       lookupObjects
 	mem        *ebpf.Memory
 	start, end uint64
 
@@ -53,31 +51,40 @@ type KernelSymbolLookup struct {
 	buf []byte // one text, read from mem
 }
 
-// ErrKallsymsHidden: kallsyms hides kernel addresses from this process
-// (kernel.kptr_restrict=2, or 1 without CAP_SYSLOG), and
-// OpenKernelSymbolLookup honours it by not opening.
-var ErrKallsymsHidden = errors.New("kallsyms hides kernel addresses from this process (kernel.kptr_restrict)")
+// lookupObjects are the loaded programs (generated) and the map behind
+// the global batch, memory-mapped to read and write parts of it (bpf2go
+// generates a Variable for batch, which reads and writes it whole).
+type lookupObjects struct {
+	ksymlookupPrograms
+	Bss *ebpf.Map `ebpf:".bss"`
+}
 
-// OpenKernelSymbolLookup loads the kernel symbol lookup programs and asks
+// ErrHidden: kallsyms hides kernel addresses from this process
+// (kernel.kptr_restrict=2, or 1 without CAP_SYSLOG), and
+// OpenLookup honours it by not opening.
+var ErrHidden = errors.New("kallsyms hides kernel addresses from this process (kernel.kptr_restrict)")
+
+// OpenLookup loads the kernel symbol lookup programs and asks
 // the kernel for the kernel image's text range (_stext, _etext) with
 // bpf_kallsyms_lookup_name, which applies kallsyms' own rule for showing
 // addresses to the caller: when it refuses, the error wraps
-// ErrKallsymsHidden. It needs Linux 5.16 (syscall programs, bpf_loop,
+// ErrHidden. It needs Linux 5.16 (syscall programs, bpf_loop,
 // bpf_kallsyms_lookup_name), BPF maps that can be memory-mapped, and root
 // or CAP_BPF and CAP_PERFMON (errors then wrap ErrPermission); no kernel
 // BTF. Loading costs about 1 ms. Any error means the caller should list
-// kallsyms instead (OpenKallsymsIter, /proc/kallsyms). Close releases it.
-func OpenKernelSymbolLookup() (*KernelSymbolLookup, error) {
+// kallsyms instead (OpenIter, /proc/kallsyms). Close releases it.
+func OpenLookup() (*Lookup, error) {
 	spec, err := loadKsymlookup()
 	if err != nil {
 		return nil, err
 	}
-	if v := spec.Variables["batch"]; v == nil || v.Size() != lookupSize {
-		return nil, fmt.Errorf("BPF kernel symbol lookup: the object's batch layout does not match attach's (rebuild with make generate)")
+	var specs ksymlookupVariableSpecs
+	if err := spec.Assign(&specs); err != nil || specs.Batch.Size() != lookupSize {
+		return nil, fmt.Errorf("BPF kernel symbol lookup: the object's batch does not match its generated type (rebuild with make generate)")
 	}
-	l := &KernelSymbolLookup{buf: make([]byte, KernelLookupTextLen)}
+	l := &Lookup{buf: make([]byte, LookupTextLen)}
 	if err := spec.LoadAndAssign(&l.objs, nil); err != nil {
-		return nil, permissionError("load BPF kernel symbol lookup (needs Linux 5.16)", err)
+		return nil, privilege.Wrap("load BPF kernel symbol lookup (needs Linux 5.16)", err)
 	}
 	if l.mem, err = l.objs.Bss.Memory(); err != nil {
 		l.Close()
@@ -95,7 +102,7 @@ func OpenKernelSymbolLookup() (*KernelSymbolLookup, error) {
 	switch errno := -int32(binary.NativeEndian.Uint32(head[lookupOffTextErr:])); {
 	case errno == int32(syscall.EPERM):
 		l.Close()
-		return nil, ErrKallsymsHidden
+		return nil, ErrHidden
 	case errno != 0:
 		l.Close()
 		return nil, fmt.Errorf("BPF kernel symbol lookup: _stext, _etext: %w", syscall.Errno(errno))
@@ -106,33 +113,33 @@ func OpenKernelSymbolLookup() (*KernelSymbolLookup, error) {
 }
 
 // run runs prog once with BPF_PROG_TEST_RUN.
-func (l *KernelSymbolLookup) run(prog *ebpf.Program) error {
+func (l *Lookup) run(prog *ebpf.Program) error {
 	if _, err := prog.Run(&ebpf.RunOptions{}); err != nil {
-		return permissionError("run BPF kernel symbol lookup", err)
+		return privilege.Wrap("run BPF kernel symbol lookup", err)
 	}
 	return nil
 }
 
 // TextRange returns the kernel image's text [start, end): the addresses
 // of _stext and _etext.
-func (l *KernelSymbolLookup) TextRange() (start, end uint64) { return l.start, l.end }
+func (l *Lookup) TextRange() (start, end uint64) { return l.start, l.end }
 
 // Lookup sets texts[i] to the kernel's "%pS" text for addrs[i], which
 // must have the same length: "name+0xoff/0xsize" (offset of addrs[i] in
 // the symbol, and the symbol's size, in bytes), followed by " [module]"
 // for a module's symbol, or "0x<addr>" when no symbol covers addrs[i].
-// It runs the program once per KernelLookupBatch addresses. An error
+// It runs the program once per LookupBatch addresses. An error
 // (the run failed) leaves the remaining texts empty.
-func (l *KernelSymbolLookup) Lookup(addrs []uint64, texts []string) error {
+func (l *Lookup) Lookup(addrs []uint64, texts []string) error {
 	if len(texts) != len(addrs) {
 		return fmt.Errorf("kernel symbol lookup: %d addresses but room for %d texts", len(addrs), len(texts))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var in [8 * KernelLookupBatch]byte
-	var lens [4 * KernelLookupBatch]byte
+	var in [8 * LookupBatch]byte
+	var lens [4 * LookupBatch]byte
 	for done := 0; done < len(addrs); {
-		n := min(len(addrs)-done, KernelLookupBatch)
+		n := min(len(addrs)-done, LookupBatch)
 		for i, a := range addrs[done : done+n] {
 			binary.NativeEndian.PutUint64(in[8*i:], a)
 		}
@@ -156,9 +163,9 @@ func (l *KernelSymbolLookup) Lookup(addrs []uint64, texts []string) error {
 				texts[done+i] = "" // bpf_snprintf failed
 				continue
 			}
-			size = min(size, KernelLookupTextLen)
+			size = min(size, int32(LookupTextLen))
 			text := l.buf[:size]
-			if _, err := l.mem.ReadAt(text, int64(lookupOffTexts+KernelLookupTextLen*i)); err != nil {
+			if _, err := l.mem.ReadAt(text, lookupOffTexts+int64(LookupTextLen*i)); err != nil {
 				return err
 			}
 			if j := bytes.IndexByte(text, 0); j >= 0 {
@@ -172,9 +179,9 @@ func (l *KernelSymbolLookup) Lookup(addrs []uint64, texts []string) error {
 }
 
 // Close unloads the programs and unmaps the memory. It is idempotent.
-func (l *KernelSymbolLookup) Close() error {
+func (l *Lookup) Close() error {
 	// Program.Close and Map.Close accept nil.
-	err := errors.Join(l.objs.Lookup.Close(), l.objs.TextRange.Close(), l.objs.Bss.Close())
-	l.objs.Lookup, l.objs.TextRange, l.objs.Bss = nil, nil, nil
+	err := errors.Join(l.objs.ksymlookupPrograms.Close(), l.objs.Bss.Close())
+	l.objs = lookupObjects{}
 	return err
 }

@@ -1,4 +1,4 @@
-package attach
+package ksym
 
 import (
 	"fmt"
@@ -9,24 +9,13 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"github.com/gprofile/gprofile/internal/privilege"
 )
 
-// Layout of the records that OpenKallsymsIter's stream carries, one per
-// kernel symbol in /proc/kallsyms order, packed back to back; integers
-// are little-endian. bpf/ksym.bpf.c writes them.
-const (
-	KsymOffValue     = 0  // u64: the symbol's address; 0 when hidden (see OpenKallsymsIter)
-	KsymOffNameLen   = 8  // u16: bytes of name, 1..KsymMaxName
-	KsymOffType      = 10 // u8: type letter as /proc/kallsyms prints it ('T', 't', 'W', ...)
-	KsymOffModuleLen = 11 // u8: bytes of module name, 0..KsymMaxModule; 0 is the kernel image
-	KsymHeaderLen    = 12 // the name follows the header, then the module name; neither has a NUL
-	KsymMaxName      = 512
-	KsymMaxModule    = 56
-)
-
-// OpenKallsymsIter loads the BPF kallsyms iterator (bpf/ksym.bpf.c, an
+// OpenIter loads the BPF kallsyms iterator (bpf/ksym.bpf.c, an
 // "iter/ksym" program) and returns a stream of the kernel's symbols as
-// binary records (the Ksym* constants give the layout): the symbols,
+// binary records ([ParseIter] decodes them; struct ksym_record in
+// bpf/ksym.bpf.c gives the layout): the symbols,
 // addresses, type letters and module names that /proc/kallsyms lists, in
 // its order, without the text formatting that makes reading
 // /proc/kallsyms cost the kernel 45-70 ms (the iterator costs it 33-45
@@ -44,7 +33,7 @@ const (
 // Each Read of at least 32 KiB returns whole records, at most 32 KiB of
 // them (the iterator's seq_file buffer); the last returns io.EOF. The
 // stream is read once. The program and its link are released before
-// OpenKallsymsIter returns (the open iterator holds the program); Close
+// OpenIter returns (the open iterator holds the program); Close
 // releases the iterator.
 //
 // It needs Linux 6.0 (the ksym iterator), kernel BTF
@@ -56,22 +45,20 @@ const (
 // decoding it (cilium/ebpf: the type index, then the types that the
 // attach target bpf_iter_ksym reaches) costs another 25-30 ms of CPU,
 // unless a load running at the same time or HoldKernelBTF holds it.
-func OpenKallsymsIter() (io.ReadCloser, error) {
+func OpenIter() (io.ReadCloser, error) {
 	spec, err := loadKsym()
 	if err != nil {
 		return nil, err
 	}
-	var objs struct {
-		Prog *ebpf.Program `ebpf:"gprofile_ksym"`
-	}
+	var objs ksymPrograms
 	opts := &ebpf.CollectionOptions{Cache: sharedKernelBTF()}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
-		return nil, permissionError("load BPF ksym iterator (needs Linux 6.0 and kernel BTF)", err)
+		return nil, privilege.Wrap("load BPF ksym iterator (needs Linux 6.0 and kernel BTF)", err)
 	}
-	defer objs.Prog.Close()
-	it, err := link.AttachIter(link.IterOptions{Program: objs.Prog})
+	defer objs.GprofileKsym.Close()
+	it, err := link.AttachIter(link.IterOptions{Program: objs.GprofileKsym})
 	if err != nil {
-		return nil, permissionError("attach BPF ksym iterator", err)
+		return nil, privilege.Wrap("attach BPF ksym iterator", err)
 	}
 	defer it.Close()
 	r, err := it.Open()
@@ -107,7 +94,7 @@ func sharedKernelBTF() *btf.Cache {
 	return c
 }
 
-// HoldKernelBTF keeps the kernel BTF that OpenKallsymsIter decodes
+// HoldKernelBTF keeps the kernel BTF that OpenIter decodes
 // (about 4 MB of heap, and /sys/kernel/btf/vmlinux mapped) until release
 // is called, so that loads in a row decode it once instead of each
 // paying 25-30 ms of CPU. Without a holder it lives only as long as a
