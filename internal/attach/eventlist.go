@@ -81,10 +81,14 @@ func lookupSymbolic(name string) (symbolicEvent, bool) {
 type eventSources struct {
 	tracefs   []string // tracefs mount points to try, in order; the first with events/ wins
 	pmuEvents []string // sysfs directories of the core PMU's named events
+	// mount, when not nil, mounts tracefs at tracefs[0] when no mount
+	// point has events/.
+	mount func(dir string) error
 }
 
 var hostEvents = eventSources{
-	tracefs: []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"},
+	tracefs: []string{TracefsMountPoint, "/sys/kernel/debug/tracing"},
+	mount:   mountTracefs,
 	pmuEvents: []string{
 		"/sys/bus/event_source/devices/cpu/events",
 		// Intel hybrid CPUs have two core PMUs and no "cpu".
@@ -181,7 +185,9 @@ func (s eventSources) tracepoint(sys, ev string) (Event, error) {
 }
 
 // eventsDir returns the events directory of the first tracefs mount point
-// that has one.
+// that has one. When none has and s.mount is set, it mounts tracefs at
+// the first mount point and returns its events directory; the error, when
+// that fails too, says why.
 func (s eventSources) eventsDir() (string, error) {
 	var denied error
 	for _, root := range s.tracefs {
@@ -197,7 +203,18 @@ func (s eventSources) eventsDir() (string, error) {
 	if denied != nil {
 		return "", fmt.Errorf("read tracefs: %w (tracefs is readable by root only)", denied)
 	}
-	return "", fmt.Errorf("%w; looked in %s", ErrNoTracefs, strings.Join(s.tracefs, " and "))
+	if s.mount == nil || len(s.tracefs) == 0 {
+		return "", fmt.Errorf("%w; looked in %s", ErrNoTracefs, strings.Join(s.tracefs, " and "))
+	}
+	err := s.mount(s.tracefs[0])
+	if err == nil {
+		dir := filepath.Join(s.tracefs[0], "events")
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+			return dir, nil
+		}
+		err = fmt.Errorf("mounted tracefs at %s, but it has no events directory", s.tracefs[0])
+	}
+	return "", fmt.Errorf("%w; looked in %s, and could not mount it: %v", ErrNoTracefs, strings.Join(s.tracefs, " and "), err)
 }
 
 // unknownTracepoint explains why sys:ev is not in events: a missing

@@ -2,6 +2,7 @@ package attach
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // fakeTracefs builds a tracefs tree in a temporary directory with the
@@ -211,6 +214,35 @@ func TestParseEventNoTracefs(t *testing.T) {
 	}
 }
 
+// TestParseEventMountsTracefs: with no tracefs at either place, the
+// event sources mount it at the first and read the id there; when the
+// mount fails, the error wraps ErrNoTracefs and says why.
+func TestParseEventMountsTracefs(t *testing.T) {
+	tree := fakeTracefs(t, fakeIDs)
+	root := filepath.Join(t.TempDir(), "tracing")
+	var mounted []string
+	src := eventSources{tracefs: []string{root, filepath.Join(t.TempDir(), "absent")},
+		mount: func(dir string) error {
+			mounted = append(mounted, dir)
+			return os.Symlink(tree, dir) // stands for the mount
+		}}
+	got, err := src.parse("sched:sched_switch")
+	if err != nil || got.Config != 372 {
+		t.Fatalf("parse = %+v, %v; want id 372", got, err)
+	}
+	if _, err := src.parse("sched:sched_wakeup"); err != nil || len(mounted) != 1 || mounted[0] != root {
+		t.Errorf("mounted %v (second parse: %v), want %s once", mounted, err, root)
+	}
+
+	src = eventSources{tracefs: []string{filepath.Join(t.TempDir(), "absent")},
+		mount: func(dir string) error { return fmt.Errorf("mount -t tracefs nodev %s: %w", dir, unix.EPERM) }}
+	_, err = src.parse("sched:sched_switch")
+	if !errors.Is(err, ErrNoTracefs) || !strings.Contains(err.Error(), "could not mount it: mount -t tracefs") ||
+		!strings.Contains(err.Error(), "operation not permitted") {
+		t.Errorf("error %v, want one wrapping ErrNoTracefs that says why it could not be mounted", err)
+	}
+}
+
 func TestParseEventBadID(t *testing.T) {
 	root := fakeTracefs(t, fakeIDs)
 	id := filepath.Join(root, "events", "sched", "sched_switch", "id")
@@ -334,10 +366,16 @@ func TestEventEditDistance(t *testing.T) {
 
 // TestParseEventLive parses a tracepoint every kernel has from the real
 // tracefs, and lists the real events.
+//
+// It runs where tracefs is not mounted (a private mount namespace): the
+// event sources mount it, as -e and -l need on such machines.
 func TestParseEventLive(t *testing.T) {
-	events := "/sys/kernel/tracing/events"
-	if _, err := os.ReadDir(events); err != nil {
-		t.Skipf("tracefs unreadable here: %v", err)
+	if !testutil.WithoutTracefs(t) {
+		return
+	}
+	events, err := TracefsEvents()
+	if err != nil {
+		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(events, "sched", "sched_switch", "id"))
 	if err != nil {

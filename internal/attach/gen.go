@@ -7,3 +7,8 @@ package attach
 // differ from the source.
 //
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type sample profile ../../bpf/profile.bpf.c
+//
+// bpf/follow.bpf.c (fork following without tracefs, followForksRaw) is
+// generated the same way (follow_bpfel.go and follow_bpfel.o).
+//
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel follow ../../bpf/follow.bpf.c

@@ -7,9 +7,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gprofile/gprofile/internal/testutil"
 )
@@ -182,6 +187,47 @@ func TestSamplerReportsExits(t *testing.T) {
 // its exit reports nothing; the parent's exit is reported once.
 func TestSamplerFollowsForks(t *testing.T) {
 	testutil.RequirePrivileges(t)
+	checkFollowsForks(t, nil)
+}
+
+// TestSamplerFollowsForksMountsTracefs: on a machine where tracefs is not
+// mounted, Open mounts it (as perf does) and follows forks with the
+// task_newtask tracepoint.
+func TestSamplerFollowsForksMountsTracefs(t *testing.T) {
+	if !testutil.WithoutTracefs(t) {
+		return
+	}
+	var verbose bytes.Buffer
+	checkFollowsForks(t, &verbose)
+	if !MountedTracefs() || !slices.Contains(testutil.TracingMounts(t), TracefsMountPoint) {
+		t.Errorf("tracefs not mounted at %s (mounts %v)", TracefsMountPoint, testutil.TracingMounts(t))
+	}
+	if strings.Contains(verbose.String(), "raw tracepoint") {
+		t.Errorf("followed forks with the raw tracepoint, tracefs being mountable:\n%s", verbose.String())
+	}
+}
+
+// TestSamplerFollowsForksRaw: where tracefs is neither mounted nor
+// mountable (no CAP_SYS_ADMIN, read-only /sys), forks are followed by the
+// raw tracepoint program of bpf/follow.bpf.c.
+func TestSamplerFollowsForksRaw(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	saved := hostEvents
+	defer func() { hostEvents = saved }()
+	hostEvents.tracefs = []string{filepath.Join(t.TempDir(), "absent")}
+	hostEvents.mount = func(string) error { return unix.EPERM }
+	var verbose bytes.Buffer
+	checkFollowsForks(t, &verbose)
+	if !strings.Contains(verbose.String(), "following forks with a raw tracepoint") {
+		t.Errorf("verbose output does not say forks are followed by the raw tracepoint:\n%s", verbose.String())
+	}
+}
+
+// checkFollowsForks runs the fork-following scenario of
+// TestSamplerFollowsForks, with the sampler's verbose output to verbose
+// (nil: none).
+func checkFollowsForks(t *testing.T, verbose *bytes.Buffer) {
+	t.Helper()
 	spin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fno-omit-frame-pointer")
 	forker := testutil.BuildC(t, "testdata/forker.c", "-O2", "-pthread")
 	cmd := exec.Command(forker, spin, "2") // the child spins 1-2 s
@@ -200,7 +246,11 @@ func TestSamplerFollowsForks(t *testing.T) {
 	parent := uint32(cmd.Process.Pid)
 
 	var notes bytes.Buffer
-	s, err := Open(Config{FrequencyHz: 499, SoftwareEvent: true, PIDs: []uint32{parent}, ReportExits: true, Log: &notes})
+	cfg := Config{FrequencyHz: 499, SoftwareEvent: true, PIDs: []uint32{parent}, ReportExits: true, Log: &notes}
+	if verbose != nil {
+		cfg.Verbose = verbose
+	}
+	s, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,8 @@ func TestProfileNeedsNoKernelBTF(t *testing.T) {
 }
 
 // TestSamplerForkFormatMismatch: when task_newtask's record is not laid
-// out as follow_fork reads it, Open leaves forks unfollowed with a note
-// and goes on.
+// out as follow_fork reads it, Open follows forks with the raw tracepoint
+// instead, saying why in the verbose output.
 func TestSamplerForkFormatMismatch(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	root := t.TempDir()
@@ -107,14 +107,17 @@ func TestSamplerForkFormatMismatch(t *testing.T) {
 	defer func() { hostEvents = saved }()
 	hostEvents.tracefs = []string{root}
 
-	var notes bytes.Buffer
-	s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, PIDs: []uint32{uint32(os.Getpid())}, Log: &notes})
+	var notes, verbose bytes.Buffer
+	s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, PIDs: []uint32{uint32(os.Getpid())}, Log: &notes, Verbose: &verbose})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	want := "processes forked by the targets are not followed (tracepoint task/task_newtask: field clone_flags at offset 28"
-	if !strings.Contains(notes.String(), want) {
-		t.Errorf("notes %q, want one containing %q", notes.String(), want)
+	if notes.Len() != 0 {
+		t.Errorf("notes %q, want none", notes.String())
+	}
+	want := "following forks with a raw tracepoint (tracepoint task/task_newtask: field clone_flags at offset 28"
+	if !strings.Contains(verbose.String(), want) {
+		t.Errorf("verbose output %q, want one containing %q", verbose.String(), want)
 	}
 }

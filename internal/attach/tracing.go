@@ -18,9 +18,11 @@ import (
 // ended processes. They are raw tracepoint programs (exec, exit: they
 // read only the current task) and a classic one (task_newtask, whose
 // record gives the child's pid): neither loading nor attaching them needs
-// kernel BTF. What cannot be loaded or attached
-// gets a note saying what does not work; only AtExec makes a missing
-// sched_process_exec an error.
+// kernel BTF. When task_newtask's id or record layout cannot be read from
+// tracefs (not mounted and not mountable), forks are followed by a raw
+// tracepoint that reads the child with CO-RE instead (followForksRaw).
+// What cannot be loaded or attached gets a note saying what does not
+// work; only AtExec makes a missing sched_process_exec an error.
 func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 	if s.cfg.PIDs == nil && !s.cfg.ReportExits {
 		return nil
@@ -68,7 +70,9 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 		err = s.attachTracepoint(progs.FollowFork, tp("follow_fork"))
 	}
 	if err != nil {
-		s.logf("gprofile: processes forked by the targets are not followed (%v)\n", err)
+		if rawErr := s.followForksRaw(err); rawErr != nil {
+			s.logf("gprofile: processes forked by the targets are not followed (%v; %v)\n", err, rawErr)
+		}
 	}
 	return nil
 }
