@@ -299,9 +299,12 @@ func checkFollowsForks(t *testing.T, verbose *bytes.Buffer) {
 	}
 	t.Logf("parent %d, child %d: samples %v (%d of the parent's thread), execs %v, exits %v, counters %+v",
 		parent, child, samples, threadSamples, execs, exits, c)
-	// 1-2 s of spinning at 499 Hz: even a busy machine gives it 50.
-	if samples[child] < 50 {
-		t.Errorf("%d samples of the forked child, want at least 50", samples[child])
+	// 1-2 s of spinning at 499 Hz (500-1000 samples on an idle CPU); an
+	// unfollowed child has none. A machine loaded by other jobs (6 runnable
+	// on 2 CPUs) gave it 42, so the bar is low: the fork counter and the
+	// exec record below say it was followed.
+	if samples[child] < 10 {
+		t.Errorf("%d samples of the forked child, want at least 10", samples[child])
 	}
 	if threadSamples == 0 {
 		t.Error("no samples of the parent's spinning thread")
