@@ -161,3 +161,31 @@ func TestWindowCut(t *testing.T) {
 		t.Errorf("a stack with a wrong sp unwinds as complete")
 	}
 }
+
+// TestUnwindDlopen: a library dlopened at run time, built without frame
+// pointers, between the program's frames and the leaf it calls back.
+func TestUnwindDlopen(t *testing.T) {
+	bin := testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread", "-ldl")
+	lib := filepath.Join(t.TempDir(), "libchain.so")
+	gcc := testutil.RequireTool(t, "gcc")
+	if b, err := exec.Command(gcc, "-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-o", lib, "testdata/libchain.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc libchain: %v\n%s", err, b)
+	}
+	out := filepath.Join(t.TempDir(), "dump")
+	if b, err := exec.Command(bin, "dlopen", out, lib).CombinedOutput(); err != nil {
+		t.Fatalf("stackdump dlopen: %v\n%s", err, b)
+	}
+	d := readDump(t, out)
+	u := New(Options{})
+	fs, stop := unwindFrames(t, u, d, bin)
+	var names []string
+	for _, f := range fs {
+		if o, _ := d.Object(f.pc); f.inBin || o.Path == lib {
+			names = append(names, f.name)
+		}
+	}
+	want := []string{"dl_leaf", "lib_mid", "lib_chain", "run_dlopen", "main", "_start"}
+	if !slices.Equal(names, want) || stop != StopComplete {
+		t.Errorf("got %v, stop %v; want %v\n%s", names, stop, want, framesText(fs))
+	}
+}

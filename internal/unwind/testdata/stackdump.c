@@ -2,12 +2,14 @@
 // stack from rsp up to the end of the stack's mapping, and writes them with
 // /proc/self/maps to a file, so the unwinder can be tested offline without
 // BPF. Usage: stackdump MODE OUTFILE, MODE one of qsort, qsort24, signal,
-// recurse, thread. Built at test time (see stack_test.go), usually without frame
-// pointers.
+// recurse, thread; or stackdump dlopen OUTFILE LIB (LIB: libchain.c built
+// as a shared library). Built at test time (see stack_test.go), usually
+// without frame pointers.
 //
 // File layout: "STKDUMP1", 17 little-endian u64 registers (DWARF x86-64
 // numbering), u64 stack length, the stack bytes, then /proc/self/maps.
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -97,6 +99,28 @@ __attribute__((noinline)) static int qrec(int n) {
 	int r = qrec(n - 1);
 	sink += r; // not a tail call
 	return r + 1;
+}
+
+// dlopen: main -> run_dlopen -> lib_chain -> lib_mid (libchain.so, path in
+// argv[3]) -> dl_leaf.
+__attribute__((noinline)) static int dl_leaf(int n) {
+	sink -= n;
+	CAPTURE();
+	return n + 1;
+}
+
+__attribute__((noinline)) static void run_dlopen(const char *lib) {
+	void *h = dlopen(lib, RTLD_NOW);
+	if (!h) {
+		fprintf(stderr, "%s\n", dlerror());
+		exit(2);
+	}
+	int (*chain)(int (*)(int), int) = (int (*)(int (*)(int), int))dlsym(h, "lib_chain");
+	if (!chain) {
+		fprintf(stderr, "no lib_chain in %s\n", lib);
+		exit(2);
+	}
+	sink += chain(dl_leaf, 3);
 }
 
 // signal: main -> sig_chain_a -> sig_chain_b (spins); SIGALRM interrupts
@@ -195,8 +219,8 @@ static void dump(const char *path) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 3) {
-		fprintf(stderr, "usage: stackdump qsort|signal|recurse|thread OUTFILE\n");
+	if (argc != 3 && !(argc == 4 && strcmp(argv[1], "dlopen") == 0)) {
+		fprintf(stderr, "usage: stackdump qsort|qsort24|signal|recurse|thread OUTFILE | dlopen OUTFILE LIB\n");
 		return 2;
 	}
 	int here;
@@ -213,6 +237,8 @@ int main(int argc, char **argv) {
 			sink += qrec(13);
 		else if (strcmp(mode, "signal") == 0)
 			run_signal();
+		else if (strcmp(mode, "dlopen") == 0)
+			run_dlopen(argv[3]);
 		else if (strcmp(mode, "recurse") == 0)
 			sink += rec(300);
 		else {
