@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
@@ -30,7 +32,7 @@ type binKey struct {
 }
 
 // keyOf returns the cache key of the file behind e.
-func keyOf(e *MapsEntry) binKey {
+func keyOf(e *procmaps.Entry) binKey {
 	key := binKey{dev: e.Device, inode: e.Inode}
 	if e.Inode == 0 {
 		key.path = e.Path
@@ -107,7 +109,7 @@ func (s *Symbolizer) open(p *process, m *procMapping) {
 // binary returns the Binary of the file behind e, from the cache (read
 // now if it was only opened) or read through process pid's view of the
 // file system.
-func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*objfile.Binary, Reason) {
+func (s *Symbolizer) binary(pid uint32, e *procmaps.Entry) (*objfile.Binary, Reason) {
 	key := keyOf(e)
 	be, ok := s.bins[key]
 	if !ok {
@@ -132,7 +134,7 @@ func (s *Symbolizer) binary(pid uint32, e *MapsEntry) (*objfile.Binary, Reason) 
 // pid, so that the caller's load reads it with the debug file that has
 // arrived since; if the file cannot be opened now (the process exited,
 // say), be keeps its Binary without the debug file.
-func (s *Symbolizer) reload(pid uint32, e *MapsEntry, be *binEntry) {
+func (s *Symbolizer) reload(pid uint32, e *procmaps.Entry, be *binEntry) {
 	be.stale = false
 	if be.file != nil {
 		return
@@ -147,7 +149,7 @@ func (s *Symbolizer) reload(pid uint32, e *MapsEntry, be *binEntry) {
 
 // buildIDOf returns the build ID the cache holds for the file of e when
 // it is not usable ELF (see fileBuildID), else "".
-func (s *Symbolizer) buildIDOf(e *MapsEntry) string {
+func (s *Symbolizer) buildIDOf(e *procmaps.Entry) string {
 	if be := s.bins[keyOf(e)]; be != nil {
 		return be.buildID
 	}
@@ -242,7 +244,7 @@ func (s *Symbolizer) release(be *binEntry) {
 // <ProcRoot>/PID/exe when it is that inode. root is the process's root
 // if the caller has it open, else nil. The debuginfo.Options say where its
 // .gnu_debuglink file may be: next to it, inside the process's root.
-func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *elfio.Root) (*os.File, debuginfo.Options, error) {
+func (s *Symbolizer) openMapped(pid uint32, e *procmaps.Entry, root *elfio.Root) (*os.File, debuginfo.Options, error) {
 	opts := debuginfo.Options{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, Fetch: s.fetch}
 	var firstErr error
 	if root == nil {
@@ -312,14 +314,14 @@ func (s *Symbolizer) openMapped(pid uint32, e *MapsEntry, root *elfio.Root) (*os
 // newlines that maps escapes as "\012" restored; for a mapping marked
 // deleted, the same with " (deleted)" appended, in case the suffix was
 // part of the name (openMapped then requires the mapping's inode).
-func pathCandidates(e *MapsEntry) []string {
+func pathCandidates(e *procmaps.Entry) []string {
 	paths := []string{e.Path}
 	if strings.Contains(e.Path, `\012`) {
 		paths = append(paths, strings.ReplaceAll(e.Path, `\012`, "\n"))
 	}
 	if e.Deleted {
 		for i := range paths {
-			paths[i] += deletedSuffix
+			paths[i] += procmaps.DeletedSuffix
 		}
 	}
 	return paths
@@ -346,7 +348,7 @@ func sameInode(f *os.File, ino uint64) bool {
 // vdsoFor returns the Binary of the vDSO for a [vdso] mapping: our own
 // vDSO, read once, which every process of this kernel shares when it is of
 // our word size (checked by the mapping's size). nil when unavailable.
-func (s *Symbolizer) vdsoFor(e *MapsEntry) *objfile.Binary {
+func (s *Symbolizer) vdsoFor(e *procmaps.Entry) *objfile.Binary {
 	if !s.vdsoTried {
 		s.vdsoTried = true
 		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &debuginfo.Options{DebugDirs: s.debugDirs, Fetch: s.fetch})
@@ -370,7 +372,7 @@ func loadVDSO(procRoot string, opts *debuginfo.Options) (*objfile.Binary, uint64
 	if err != nil {
 		return nil, 0
 	}
-	entries, _ := ParseMaps(bytes.NewReader(data))
+	entries, _ := procmaps.Parse(bytes.NewReader(data))
 	for _, e := range entries {
 		if e.Path != "[vdso]" || e.Limit-e.Start > 1<<20 {
 			continue

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"os"
 	"runtime"
+
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 )
 
 // A return address of a user stack must follow a call instruction. Frame
@@ -122,7 +124,7 @@ func (m *procMapping) atSymbolStart(addr uint64) bool {
 // read returns the up to maxCallLen bytes of the file behind e (mapped
 // by process pid) that end at file offset off, or nil when the file
 // cannot be opened or read. The slice is valid until the next read.
-func (c *callSites) read(s *Symbolizer, pid uint32, e *MapsEntry, off uint64) []byte {
+func (c *callSites) read(s *Symbolizer, pid uint32, e *procmaps.Entry, off uint64) []byte {
 	n := uint64(maxCallLen)
 	if off < n {
 		n = off
@@ -144,7 +146,7 @@ func (c *callSites) read(s *Symbolizer, pid uint32, e *MapsEntry, off uint64) []
 // file returns the open file behind e, opening it through process pid's
 // view of the file system (as the symbolizer opens binaries) when it is
 // not held already; nil when it cannot be opened.
-func (c *callSites) file(s *Symbolizer, pid uint32, e *MapsEntry) *os.File {
+func (c *callSites) file(s *Symbolizer, pid uint32, e *procmaps.Entry) *os.File {
 	key := keyOf(e)
 	for i := len(c.files) - 1; i >= 0; i-- {
 		if cf := c.files[i]; cf.key == key {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
@@ -297,7 +299,7 @@ func TestBadReturnAddressInData(t *testing.T) {
 	bin := symtest.BuildProg(t, true)
 	const pid, base = 9, 0x555555554000
 	text := textMapping(t, bin, base)
-	stack := MapsEntry{Start: 0x7ffd00000000, Limit: 0x7ffd00021000, Perms: "rw-p", Path: "[stack]"}
+	stack := procmaps.Entry{Start: 0x7ffd00000000, Limit: 0x7ffd00021000, Perms: "rw-p", Path: "[stack]"}
 	fp := newFakeProc(t)
 	fp.setMaps(pid, text, stack)
 	s := fp.symbolizer("testdata/kallsyms.txt")

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
@@ -97,14 +99,14 @@ func TestOpenNotRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(root, "dir"), 0o755)
-	entries := []MapsEntry{
+	entries := []procmaps.Entry{
 		{Start: 0x10000, Limit: 0x11000, Perms: "r-xp", Device: 1, Inode: 11, Path: "/fifo"},
 		{Start: 0x20000, Limit: 0x21000, Perms: "r-xp", Device: 1, Inode: 12, Path: "/dir"},
 	}
 	want := []wantFrame{{"", ReasonNoAccess, "/fifo"}, {"", ReasonNoAccess, "/dir"}}
 	// A device node needs CAP_MKNOD; a symlink to /dev/zero stays in the
 	// root, so the host's /dev/zero is tried through map_files instead.
-	zero := MapsEntry{Start: 0x30000, Limit: 0x31000, Perms: "r-xp", Device: 1, Inode: 13, Path: "/zero"}
+	zero := procmaps.Entry{Start: 0x30000, Limit: 0x31000, Perms: "r-xp", Device: 1, Inode: 13, Path: "/zero"}
 	if unix.Mknod(filepath.Join(root, "zero"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))) != nil {
 		fp.linkMapFile(pid, zero, "/dev/zero")
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
@@ -114,8 +116,8 @@ func TestLiveStrangePath(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	shown := strings.ReplaceAll(strings.TrimSuffix(name, deletedSuffix), "\n", `\012`)
-	if !strings.Contains(string(maps), shown+deletedSuffix+"\n") {
+	shown := strings.ReplaceAll(strings.TrimSuffix(name, procmaps.DeletedSuffix), "\n", `\012`)
+	if !strings.Contains(string(maps), shown+procmaps.DeletedSuffix+"\n") {
 		t.Fatalf("maps does not show %q:\n%s", shown, maps)
 	}
 	leaf := symtest.ElfSymbol(t, orig, "leaf")

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
@@ -66,7 +68,7 @@ func TestStackLiveVDSO(t *testing.T) {
 		t.Skip("skipping: no readable [vdso] with symbols in /proc/self")
 	}
 	entries := selfMaps(t)
-	var m MapsEntry
+	var m procmaps.Entry
 	for _, e := range entries {
 		if e.Path == "[vdso]" {
 			m = e
@@ -95,14 +97,14 @@ func TestStackLiveVDSO(t *testing.T) {
 	}
 }
 
-func selfMaps(t *testing.T) []MapsEntry {
+func selfMaps(t *testing.T) []procmaps.Entry {
 	t.Helper()
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	defer f.Close()
-	entries, err := ParseMaps(f)
+	entries, err := procmaps.Parse(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func BenchmarkStackWarm(b *testing.B) {
 	s := liveSymbolizer(b)
 	pid := uint32(os.Getpid())
 	var ips []uint64
-	for _, fn := range []any{liveTarget, liveSymbolizer, funcPC, selfMaps, New, ParseMaps, kallsyms.Load, objfile.Open} {
+	for _, fn := range []any{liveTarget, liveSymbolizer, funcPC, selfMaps, New, procmaps.Parse, kallsyms.Load, objfile.Open} {
 		pc, _ := funcPC(fn)
 		ips = append(ips, pc+8, pc+16)
 	}

@@ -4,69 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 )
-
-func TestParsePerfMap(t *testing.T) {
-	text := "7f0000001000 40 LazyCompile:*hot /tmp/hot.js:3\n" +
-		"0x7f0000002000 0x10 Builtin: ArgumentsAdaptorTrampoline\r\n" +
-		"\n" +
-		"7f0000003000 0 zero size\n" +
-		"7f0000004000 10\n" +
-		"zz 10 not hex\n" +
-		"ffffffffffffff00 200 wraps around\n" +
-		"7f0000005000\t20\tJS:~tab separated\n" +
-		"7f0000006000 20 " + strings.Repeat("x", maxPerfMapLine) + "\n" +
-		"12345678901234567 10 too many digits\n" +
-		"7f0000007000 8 last line, no newline"
-	syms, skipped := ParsePerfMap([]byte(text))
-	want := []PerfMapSymbol{
-		{0x7f0000001000, 0x40, "LazyCompile:*hot /tmp/hot.js:3"},
-		{0x7f0000002000, 0x10, "Builtin: ArgumentsAdaptorTrampoline"},
-		{0x7f0000005000, 0x20, "JS:~tab separated"},
-		{0x7f0000007000, 0x8, "last line, no newline"},
-	}
-	if !reflect.DeepEqual(syms, want) {
-		t.Errorf("ParsePerfMap = %+v\nwant %+v", syms, want)
-	}
-	if skipped != 6 {
-		t.Errorf("skipped %d lines, want 6", skipped)
-	}
-}
-
-func TestPerfMapOverlap(t *testing.T) {
-	pm := &perfMap{}
-	pm.add([]PerfMapSymbol{
-		{0x1000, 0x100, "old"},
-		{0x1040, 0x20, "new inside"},
-		{0x1080, 0x100, "newer overlapping"},
-		{0x2000, 0x10, "apart"},
-	})
-	for _, tt := range []struct {
-		addr uint64
-		want string
-	}{
-		{0xfff, ""}, {0x1000, "old"}, {0x103f, "old"}, {0x1040, "new inside"}, {0x105f, "new inside"},
-		{0x1060, "old"}, {0x107f, "old"}, {0x1080, "newer overlapping"}, {0x117f, "newer overlapping"},
-		{0x1180, ""}, {0x2000, "apart"}, {0x2010, ""},
-	} {
-		got := ""
-		if sym := pm.lookup(tt.addr); sym != nil {
-			got = sym.Name
-		}
-		if got != tt.want {
-			t.Errorf("lookup(%#x) = %q, want %q", tt.addr, got, tt.want)
-		}
-	}
-	// A later line for the same code replaces the old name.
-	pm.add([]PerfMapSymbol{{0x1000, 0x200, "recompiled"}})
-	if sym := pm.lookup(0x1050); sym == nil || sym.Name != "recompiled" {
-		t.Errorf("after recompilation lookup = %+v", sym)
-	}
-}
 
 // writePerfMap writes (append false) or appends lines to the perf map
 // at /tmp/perf-<name>.map inside root.
@@ -90,8 +33,8 @@ func writePerfMap(t *testing.T, root string, name uint32, appendTo bool, lines .
 
 func TestStackPerfMap(t *testing.T) {
 	const pid = 90
-	jit := MapsEntry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "rwxp"}
-	named := MapsEntry{Start: 0x7f0000200000, Limit: 0x7f0000300000, Perms: "r-xp", Path: "[anon:v8 code]"}
+	jit := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "rwxp"}
+	named := procmaps.Entry{Start: 0x7f0000200000, Limit: 0x7f0000300000, Perms: "r-xp", Path: "[anon:v8 code]"}
 	fp := newFakeProc(t)
 	fp.setMaps(pid, jit, named)
 	root := fp.fakeRoot(pid)
@@ -132,7 +75,7 @@ func TestStackPerfMap(t *testing.T) {
 // under the PID it has there, the last NSpid value of its status.
 func TestStackPerfMapNSpid(t *testing.T) {
 	const pid, nspid = 4242, 7
-	jit := MapsEntry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "r-xp"}
+	jit := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "r-xp"}
 	fp := newFakeProc(t)
 	fp.setMaps(pid, jit)
 	root := fp.fakeRoot(pid)
@@ -143,29 +86,4 @@ func TestStackPerfMapNSpid(t *testing.T) {
 	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*inContainer")
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	checkFrames(t, s.Stack(pid, nil, []uint64{0x7f0000000180}).Frames, []wantFrame{{"JS:*inContainer", ReasonNone, ""}})
-}
-
-func FuzzParsePerfMap(f *testing.F) {
-	f.Add([]byte("7f0000001000 40 LazyCompile:*hot /tmp/hot.js:3\n0x10 0x10 a b c\n"))
-	f.Add([]byte("ffffffffffffff00 200 wraps\n1 1 x\n1 1 y\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		syms, _ := ParsePerfMap(data)
-		for _, s := range syms {
-			if s.Size == 0 || s.Start+s.Size < s.Start || s.Name == "" {
-				t.Errorf("bad symbol %+v", s)
-			}
-		}
-		pm := &perfMap{}
-		pm.add(syms)
-		for i := 1; i < len(pm.segs); i++ {
-			if pm.segs[i].start < pm.segs[i-1].end || pm.segs[i].start >= pm.segs[i].end {
-				t.Fatalf("segments overlap or are empty: %+v", pm.segs)
-			}
-		}
-		for _, s := range syms {
-			if pm.lookup(s.Start) == nil {
-				t.Errorf("lookup(%#x) found nothing", s.Start)
-			}
-		}
-	})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/demangle"
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
@@ -83,7 +85,7 @@ func statID(path string) (fileID, error) {
 // procMapping is one executable line of the process's maps and what
 // opening its file gave.
 type procMapping struct {
-	entry   MapsEntry
+	entry   procmaps.Entry
 	opened  bool            // the file was tried (mapping, bin, reason are set)
 	mapping *Mapping        // shared by every frame in this mapping
 	bin     *objfile.Binary // nil when the file has no symbols to offer
@@ -139,10 +141,10 @@ func (s *Symbolizer) readMaps(p *process) bool {
 		p.early = 0
 		return false
 	}
-	entries, err := ParseMaps(f)
+	entries, err := procmaps.Parse(f)
 	f.Close()
 	took = time.Since(start) // opening new files (prepareAll) is paid once
-	var syntax *MapsSyntaxError
+	var syntax *procmaps.SyntaxError
 	if err != nil && !errors.As(err, &syntax) {
 		p.early = 0
 		return false
@@ -154,7 +156,7 @@ func (s *Symbolizer) readMaps(p *process) bool {
 	}
 	newImage := len(p.maps) == 0 || exe != p.exe && exe != (fileID{})
 	p.exe = exe
-	old := make(map[MapsEntry]*procMapping, len(p.maps))
+	old := make(map[procmaps.Entry]*procMapping, len(p.maps))
 	for _, m := range p.maps {
 		old[m.entry] = m
 	}
@@ -312,12 +314,12 @@ func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameIn
 		fi = frameInfo{mapping: m.mapping, reason: ReasonNoSymbol}
 	}
 	pm := p.perf
-	if pm == nil || pm.lookup(addr) == nil {
+	if pm == nil || pm.tab.Lookup(addr) == nil {
 		pm = s.perfMapOf(p, true)
 	} else {
 		pm = s.perfMapOf(p, false)
 	}
-	sym := pm.lookup(addr)
+	sym := pm.tab.Lookup(addr)
 	if sym == nil {
 		return fi
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 )
@@ -115,7 +117,7 @@ func TestStackManyMappings(t *testing.T) {
 	const pid, n = 80, 5000
 	text := textMapping(t, bin, 0)
 	span := text.Limit - text.Start + objfile.PageSize
-	var entries []MapsEntry
+	var entries []procmaps.Entry
 	var ips []uint64
 	leaf := symtest.ElfSymbol(t, bin, "leaf")
 	for i := uint64(0); i < n; i++ {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 
 	"golang.org/x/sys/unix"
@@ -25,7 +27,7 @@ func newFakeProc(t *testing.T) *fakeProc {
 }
 
 // setMaps creates process pid, or rewrites its maps, with entries.
-func (f *fakeProc) setMaps(pid uint32, entries ...MapsEntry) {
+func (f *fakeProc) setMaps(pid uint32, entries ...procmaps.Entry) {
 	f.t.Helper()
 	dir := filepath.Join(f.root, fmt.Sprint(pid))
 	if err := os.MkdirAll(filepath.Join(dir, "map_files"), 0o755); err != nil {
@@ -41,7 +43,7 @@ func (f *fakeProc) setMaps(pid uint32, entries ...MapsEntry) {
 		fmt.Fprintf(&sb, "%x-%x %s %08x %02x:%02x %d                    %s",
 			e.Start, e.Limit, e.Perms, e.Offset, unix.Major(e.Device), unix.Minor(e.Device), e.Inode, e.Path)
 		if e.Deleted {
-			sb.WriteString(deletedSuffix)
+			sb.WriteString(procmaps.DeletedSuffix)
 		}
 		sb.WriteByte('\n')
 	}
@@ -51,7 +53,7 @@ func (f *fakeProc) setMaps(pid uint32, entries ...MapsEntry) {
 }
 
 // linkMapFile makes <root>/PID/map_files/<start>-<limit> point at target.
-func (f *fakeProc) linkMapFile(pid uint32, e MapsEntry, target string) {
+func (f *fakeProc) linkMapFile(pid uint32, e procmaps.Entry, target string) {
 	f.t.Helper()
 	name := filepath.Join(f.root, fmt.Sprint(pid), "map_files", fmt.Sprintf("%x-%x", e.Start, e.Limit))
 	if err := os.Symlink(target, name); err != nil {
@@ -98,8 +100,8 @@ func TestStackFakeProc(t *testing.T) {
 	bin := symtest.BuildProg(t, true)
 	const pid, base = 42, 0x555555554000
 	text := textMapping(t, bin, base)
-	vdso := MapsEntry{Start: 0x7ffd5a1f0000, Limit: 0x7ffd5a1f2000, Perms: "r-xp", Path: "[vdso]"}
-	jit := MapsEntry{Start: 0x7f0000400000, Limit: 0x7f0000500000, Perms: "rwxp"}
+	vdso := procmaps.Entry{Start: 0x7ffd5a1f0000, Limit: 0x7ffd5a1f2000, Perms: "r-xp", Path: "[vdso]"}
+	jit := procmaps.Entry{Start: 0x7f0000400000, Limit: 0x7f0000500000, Perms: "rwxp"}
 	fp := newFakeProc(t)
 	fp.setMaps(pid, text, vdso, jit)
 	s := fp.symbolizer("testdata/kallsyms.txt")
@@ -181,7 +183,7 @@ func TestStackUnreadableBinaries(t *testing.T) {
 	bad := textMapping(t, bin, 0x555555554000)
 	bad.Path = truncated
 	bad.Device, bad.Inode = 1, 99
-	missing := MapsEntry{Start: 0x7f0000000000, Limit: 0x7f0000001000, Perms: "r-xp", Device: 1, Inode: 100, Path: "/no/such/lib.so"}
+	missing := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000001000, Perms: "r-xp", Device: 1, Inode: 100, Path: "/no/such/lib.so"}
 	fp := newFakeProc(t)
 	fp.setMaps(3, bad, missing)
 	s := fp.symbolizer("testdata/kallsyms.txt")
@@ -211,7 +213,7 @@ func TestStackRereadsMaps(t *testing.T) {
 
 	// The binary is replaced by another mapping at the same place: the
 	// address cache must not keep the old name.
-	other := MapsEntry{Start: text.Start, Limit: text.Limit, Perms: "r-xp", Path: "[anon:jit]"}
+	other := procmaps.Entry{Start: text.Start, Limit: text.Limit, Perms: "r-xp", Path: "[anon:jit]"}
 	fp.setMaps(pid, other)
 	now = now.Add(mapsRereadInterval)
 	s.readMaps(s.procs[pid])

@@ -1,4 +1,4 @@
-package symbolize
+package procmaps
 
 import (
 	"bytes"
@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MapsEntry is one line of /proc/PID/maps:
+// Entry is one line of /proc/PID/maps:
 //
 //	55a22b7e5000-55a22b7ea000 r-xp 00002000 fe:00 247026   /usr/bin/cat
-type MapsEntry struct {
+type Entry struct {
 	// Start and Limit bound the mapping [Start, Limit) in the process's
 	// virtual address space (bytes).
 	Start, Limit uint64
@@ -38,32 +38,32 @@ type MapsEntry struct {
 }
 
 // Executable reports whether the mapping may hold code ('x' in Perms).
-func (e *MapsEntry) Executable() bool { return strings.IndexByte(e.Perms, 'x') >= 0 }
+func (e *Entry) Executable() bool { return strings.IndexByte(e.Perms, 'x') >= 0 }
 
-// MapsSyntaxError reports lines of a maps file that ParseMaps skipped.
-type MapsSyntaxError struct {
+// SyntaxError reports lines of a maps file that ParseMaps skipped.
+type SyntaxError struct {
 	Line    int    // 1-based number of the first skipped line
 	Text    string // that line
 	Skipped int    // number of lines skipped
 }
 
-func (e *MapsSyntaxError) Error() string {
+func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("parse maps: skipped %d malformed lines, first at line %d: %q",
 		e.Skipped, e.Line, e.Text)
 }
 
-const deletedSuffix = " (deleted)"
+const DeletedSuffix = " (deleted)"
 
-// ParseMaps parses /proc/PID/maps text into its entries, in file order
+// Parse parses /proc/PID/maps text into its entries, in file order
 // (ascending Start). Malformed lines never stop it: they are skipped, and
 // the entries of all other lines come back together with a
 // *MapsSyntaxError that counts the skipped lines (use errors.As to tell it
 // from a read error). A read error returns the entries parsed so far and
 // the wrapped error.
-func ParseMaps(r io.Reader) ([]MapsEntry, error) {
+func Parse(r io.Reader) ([]Entry, error) {
 	data, readErr := textscan.ReadAll(r, 64<<10)
-	var entries []MapsEntry
-	var bad *MapsSyntaxError
+	var entries []Entry
+	var bad *SyntaxError
 	lastPath := ""
 	for lineNo := 1; len(data) > 0; lineNo++ {
 		var line []byte
@@ -74,7 +74,7 @@ func ParseMaps(r io.Reader) ([]MapsEntry, error) {
 		e, ok := parseMapsLine(line, lastPath)
 		if !ok {
 			if bad == nil {
-				bad = &MapsSyntaxError{Line: lineNo, Text: string(line)}
+				bad = &SyntaxError{Line: lineNo, Text: string(line)}
 			}
 			bad.Skipped++
 			continue
@@ -94,7 +94,7 @@ func ParseMaps(r io.Reader) ([]MapsEntry, error) {
 // parseMapsLine parses one line. lastPath is the previous line's path,
 // reused (not reallocated) when equal, as consecutive lines of one file
 // are.
-func parseMapsLine(line []byte, lastPath string) (e MapsEntry, ok bool) {
+func parseMapsLine(line []byte, lastPath string) (e Entry, ok bool) {
 	var n int
 	p := line
 	if e.Start, n, ok = textscan.ParseHex(p); !ok || !next(&p, n, '-') {
@@ -134,10 +134,10 @@ func parseMapsLine(line []byte, lastPath string) (e MapsEntry, ok bool) {
 }
 
 // setPath sets Path and Deleted from the path field.
-func setPath(e *MapsEntry, path []byte, lastPath string) {
-	if bytes.HasSuffix(path, []byte(deletedSuffix)) {
+func setPath(e *Entry, path []byte, lastPath string) {
+	if bytes.HasSuffix(path, []byte(DeletedSuffix)) {
 		e.Deleted = true
-		path = path[:len(path)-len(deletedSuffix)]
+		path = path[:len(path)-len(DeletedSuffix)]
 	}
 	if string(path) == lastPath { // no allocation
 		e.Path = lastPath

@@ -1,4 +1,4 @@
-package symbolize
+package procmaps
 
 import (
 	"errors"
@@ -11,18 +11,18 @@ import (
 )
 
 func TestParseMaps(t *testing.T) {
-	f, err := os.Open("testdata/maps.txt")
+	f, err := os.Open("../testdata/maps.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	got, err := ParseMaps(f)
-	var syntax *MapsSyntaxError
+	got, err := Parse(f)
+	var syntax *SyntaxError
 	if !errors.As(err, &syntax) || syntax.Line != 9 || syntax.Skipped != 1 ||
 		syntax.Text != "this is not a maps line" {
 		t.Fatalf("ParseMaps error = %v; want one skipped line at line 9", err)
 	}
-	want := []MapsEntry{
+	want := []Entry{
 		{0x400000, 0x452000, 0, "r-xp", unix.Mkdev(0xfd, 1), 1234, "/usr/bin/prog", false},
 		{0x651000, 0x652000, 0x51000, "rw-p", unix.Mkdev(0xfd, 1), 1234, "/usr/bin/prog", false},
 		{0x1a2b000, 0x1a4c000, 0, "rw-p", 0, 0, "[heap]", false},
@@ -58,8 +58,8 @@ func TestParseMapsMalformed(t *testing.T) {
 		"00400000-00452000 r-xp 0000000g fd:01 1234 /a",                   // bad offset
 		"00400000-00452000 r-xp 00000000 fd:01 1234567890123456789012 /a", // inode overflow
 	} {
-		got, err := ParseMaps(strings.NewReader(line + "\n"))
-		var syntax *MapsSyntaxError
+		got, err := Parse(strings.NewReader(line + "\n"))
+		var syntax *SyntaxError
 		if len(got) != 0 || !errors.As(err, &syntax) || syntax.Skipped != 1 {
 			t.Errorf("ParseMaps(%q) = %+v, %v; want skipped line", line, got, err)
 		}
@@ -67,7 +67,7 @@ func TestParseMapsMalformed(t *testing.T) {
 }
 
 func TestParseMapsReadError(t *testing.T) {
-	_, err := ParseMaps(iotest.ErrReader(errors.New("boom")))
+	_, err := Parse(iotest.ErrReader(errors.New("boom")))
 	if err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("ParseMaps(failing reader) error = %v", err)
 	}
@@ -79,7 +79,7 @@ func TestParseMapsSelf(t *testing.T) {
 		t.Skipf("skipping: %v", err)
 	}
 	defer f.Close()
-	entries, err := ParseMaps(f)
+	entries, err := Parse(f)
 	if err != nil {
 		t.Fatal(err)
 	}
