@@ -22,6 +22,8 @@ symbolize/dwarfline    symbolize/gopclntab symbolize/kallsyms symbolize/debuginf
 symbolize/gopclntab    symbolize/dwarfline symbolize/kallsyms symbolize/debuginfo/... symbolize/objfile
 symbolize/kallsyms     symbolize/dwarfline symbolize/gopclntab symbolize/debuginfo/... symbolize/objfile
 symbolize/debuginfo/... symbolize/dwarfline symbolize/gopclntab symbolize/kallsyms symbolize/objfile
+symbolize/procmaps     symbolize/dwarfline symbolize/gopclntab symbolize/kallsyms symbolize/debuginfo/... symbolize/objfile symbolize/ksym
+symbolize/perfmap      symbolize/dwarfline symbolize/gopclntab symbolize/kallsyms symbolize/debuginfo/... symbolize/objfile symbolize/ksym
 '
 
 # expand PATTERN: the import paths it names (only packages that exist).
