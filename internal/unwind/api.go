@@ -78,8 +78,9 @@ const (
 	StopWindow
 	// StopNoObject: no mapped object holds the pc.
 	StopNoObject
-	// StopNoCFI: the object has CFI but none covers the pc, or its
-	// file could not be read.
+	// StopNoCFI: the object has CFI but none covers the pc and the
+	// frame-pointer step tried instead failed, or its file could not be
+	// read.
 	StopNoCFI
 	// StopReadOutside: a rule read below the window start (sp) or wrapped.
 	StopReadOutside

@@ -123,18 +123,26 @@ func TestStops(t *testing.T) {
 		stack  []byte
 		frames int
 		stop   Stop
+		rip    uint64 // 0x5000 when 0
+		rbp    uint64
 	}{
-		{"zero return address ends the stack", stackOf(0x5010, 0x5020, 0), 3, StopComplete},
-		{"window ends", stackOf(0x5010, 0x5020), 3, StopWindow},
-		{"no CFI for the pc", stackOf(0x6000), 2, StopNoCFI},
-		{"no object", stackOf(1 << 40), 2, StopNoObject},
-		{"1500 frames deep, limit 1024", stackOf(many...), 1024, StopDepth},
+		// 0x6000 has no FDE: the frame-pointer step takes over (rbp at
+		// sp+16: saved rbp 0, return address 0x5010), then CFI again.
+		{"no FDE: frame pointers", stackOf(0, 0, 0, 0x5010, 0), 2, StopComplete, 0x6000, sp + 16},
+		{"zero return address ends the stack", stackOf(0x5010, 0x5020, 0), 3, StopComplete, 0, 0},
+		{"window ends", stackOf(0x5010, 0x5020), 3, StopWindow, 0, 0},
+		{"no CFI for the pc", stackOf(0x6000), 2, StopNoCFI, 0, 0},
+		{"no object", stackOf(1 << 40), 2, StopNoObject, 0, 0},
+		{"1500 frames deep, limit 1024", stackOf(many...), 1024, StopDepth, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			u := New(Options{MaxFrames: 1024})
 			u.cache.get("fuzz", func() *Table { return tab })
-			regs := Regs{RegRSP: sp, RegRIP: 0x5000}
+			regs := Regs{RegRSP: sp, RegRIP: 0x5000, RegRBP: tc.rbp}
+			if tc.rip != 0 {
+				regs[RegRIP] = tc.rip
+			}
 			pcs, stop := u.Unwind(nil, fuzzProcess{}, &regs, tc.stack)
 			if len(pcs) != tc.frames || stop != tc.stop {
 				t.Errorf("got %d frames, %v; want %d, %v", len(pcs), stop, tc.frames, tc.stop)

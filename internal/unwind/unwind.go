@@ -147,12 +147,17 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 		if tab == nil || tab.noCFI {
 			s = stepFP(&fr, &mem)
 			exact = false
-		} else {
-			r, ok := tab.lookup(lookup - obj.Bias)
-			if !ok {
-				return dst, StopNoCFI
-			}
+		} else if r, ok := tab.lookup(lookup - obj.Bias); ok {
 			s, exact = step(tab, r, &fr, &mem)
+		} else {
+			// No FDE covers the pc (code without CFI inside a binary
+			// that has some, such as node's embedded builtins): frame
+			// pointers, as perf does; StopNoCFI if they do not hold
+			// (rbp 0 included: in code without frame pointers it is no
+			// proof of the outermost frame).
+			if s, exact = stepFP(&fr, &mem), false; s != stopNone {
+				s = StopNoCFI
+			}
 		}
 		if s != 0 {
 			return dst, s
