@@ -174,7 +174,7 @@ func fileBuildID(r io.ReaderAt) (id string) {
 }
 
 // load reads the opened binary of be and closes its file. It releases
-// s.mu while it reads (0.3 s for libc with its debug file), so that
+// s.mu while it reads (a large binary's debug file takes long), so that
 // Observe goes on; only Stack loads, so no other load of be can start.
 func (s *Symbolizer) load(be *binEntry) {
 	s.mu.Unlock()

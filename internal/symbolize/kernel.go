@@ -50,13 +50,12 @@ type moduleMapping struct {
 }
 
 // newKernelSymbolizer starts, in the background, opening the
-// KernelLookup that lookup opens when lookup is not nil (about 2 ms; the
-// module extents then come from procRoot/modules), and when that fails
+// KernelLookup that lookup opens when lookup is not nil (the module
+// extents then come from procRoot/modules), and when that fails
 // or lookup is nil, loading kallsyms (and, to bound module symbols,
 // procRoot/modules): from the BPF iterator that iter opens when iter is
-// not nil (33-45 ms of kernel time for 122k symbols), else or when that
-// fails from kallsymsPath (reading /proc/kallsyms costs the kernel 45-70
-// ms, bench/symbolize/RESULTS.md). Either listing is parsed chunk by
+// not nil, else or when that fails from kallsymsPath
+// (bench/symbolize/RESULTS.md compares them). Either listing is parsed chunk by
 // chunk as it is read, so the load ends soon after the read, which then
 // overlaps with the caller's own start-up (loading BPF, opening perf
 // events). Failures leave it working with a note: kernel frames then

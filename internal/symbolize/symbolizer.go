@@ -152,8 +152,8 @@ func New(opts Options) (*Symbolizer, error) {
 // when kernel symbols are available. It waits for the KernelLookup to
 // open, or for kallsyms to be listed where that failed (New starts both
 // in the background): call it after the rest of the start-up to hide
-// them (2 ms for the lookup, 45-60 ms of kernel time to read
-// /proc/kallsyms).
+// them (ksym's BenchmarkKernelSymbolLookup and kallsyms'
+// BenchmarkKallsymsLoad measure them).
 func (s *Symbolizer) Note() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,7 +253,7 @@ func (s *Symbolizer) appendFrames(frames []Frame, addr uint64, fi *frameInfo, ke
 // re-reads them when the process has exec'd since (at most every 10 ms),
 // so that a later Stack of pid gets names even if the process has
 // exited by then. It costs a map lookup when there is nothing to do, and
-// about 0.1-1 ms (reading /proc/PID/maps) when there is. Observe may run
+// a read of /proc/PID/maps when there is. Observe may run
 // concurrently with Stack (see Symbolizer); calling it is optional, as
 // Stack does the same, but only when it gets to the sample.
 func (s *Symbolizer) Observe(pid uint32) {

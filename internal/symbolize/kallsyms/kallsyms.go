@@ -80,12 +80,11 @@ type Table struct {
 // the file (see ParseKallsyms). When kernel.kptr_restrict hides the
 // addresses it succeeds and Hidden reports true.
 //
-// Reading the real file costs the kernel about 0.4 µs per line (its
-// vsnprintf and symbol-name decompression; 45-60 ms for 120k lines, one
-// page per read call whatever the buffer size), so one goroutine reads
-// while the calling one parses what has arrived: the load takes about as
-// long as the read alone. The table takes about 35 bytes of heap per
-// symbol (4.2 MB for 122k lines).
+// Reading the real file costs the kernel a vsnprintf and a symbol-name
+// decompression per line, one page per read call whatever the buffer
+// size (BenchmarkKallsymsRead), so one goroutine reads while the calling
+// one parses what has arrived: the load takes about as long as the read
+// alone (BenchmarkKallsymsLoad, which reports the table's heap bytes).
 func Load(path string) (*Table, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 // kallsymsChunk is the size of the buffers /proc/kallsyms is read into
 // (bytes). The kernel returns at most one page per read call whatever the
 // buffer (seq_file's buffer is a page), so the size only sets how often
-// the reader hands a chunk to the parser: 64 KiB is about 0.5 ms of
-// kernel time, and the parse of the last chunk, which cannot overlap
-// with any read, takes about 0.15 ms.
+// the reader hands a chunk to the parser, and how long the parse of the
+// last chunk, which cannot overlap with any read, takes
+// (BenchmarkKallsymsRead, BenchmarkKallsymsParse).
 const kallsymsChunk = 64 << 10
 
 // kallsymsBuffers is how many chunks may be in flight (1 MiB): the

@@ -18,9 +18,8 @@ import (
 // bpf/ksym.bpf.c gives the layout): the symbols,
 // addresses, type letters and module names that /proc/kallsyms lists, in
 // its order, without the text formatting that makes reading
-// /proc/kallsyms cost the kernel 45-70 ms (the iterator costs it 33-45
-// ms for 122k symbols, 23-30 ms of which is the kernel's own walk and
-// name expansion). Module symbols carry their module's name ("bpf" for
+// /proc/kallsyms costly for the kernel (BenchmarkOpenKallsymsIter against
+// kallsyms' BenchmarkKallsymsRead). Module symbols carry their module's name ("bpf" for
 // BPF programs, "__builtin__ftrace" and "__builtin__kprobes" for
 // trampolines and kprobe pages), kernel image symbols an empty one. The
 // iterator's own program, unloaded when the stream is closed, is left
@@ -41,10 +40,12 @@ import (
 // wrap ErrPermission when the load is refused for lack of privileges;
 // any error means the caller should read /proc/kallsyms instead.
 //
-// Loading costs 3-5 ms (verifier, attach) once kernel BTF is decoded;
+// Loading verifies and attaches the program once kernel BTF is decoded;
 // decoding it (cilium/ebpf: the type index, then the types that the
-// attach target bpf_iter_ksym reaches) costs another 25-30 ms of CPU,
-// unless a load running at the same time or HoldKernelBTF holds it.
+// attach target bpf_iter_ksym reaches) costs more than the load, unless
+// a load running at the same time or [HoldKernelBTF] holds it
+// (BenchmarkOpenKallsymsIter; bench/symbolize's kallsyms -source iter
+// measures cold and warm loads).
 func OpenIter() (io.ReadCloser, error) {
 	spec, err := loadKsym()
 	if err != nil {
@@ -70,9 +71,8 @@ func OpenIter() (io.ReadCloser, error) {
 
 // The kernel BTF that BPF loads decode, shared by the loads that overlap
 // in time and kept while HoldKernelBTF holds it; otherwise left to the
-// garbage collector: it takes about 4 MB of heap and maps
-// /sys/kernel/btf/vmlinux (5.5 MB on Linux 6.18), which gprofile needs
-// only while it starts.
+// garbage collector: it takes megabytes of heap and maps
+// /sys/kernel/btf/vmlinux, which gprofile needs only while it starts.
 var (
 	kernelBTFMu   sync.Mutex
 	kernelBTFWeak weak.Pointer[btf.Cache]
@@ -95,9 +95,9 @@ func sharedKernelBTF() *btf.Cache {
 }
 
 // HoldKernelBTF keeps the kernel BTF that OpenIter decodes
-// (about 4 MB of heap, and /sys/kernel/btf/vmlinux mapped) until release
+// (megabytes of heap, and /sys/kernel/btf/vmlinux mapped) until release
 // is called, so that loads in a row decode it once instead of each
-// paying 25-30 ms of CPU. Without a holder it lives only as long as a
+// paying for it. Without a holder it lives only as long as a
 // load that uses it. release is idempotent.
 func HoldKernelBTF() (release func()) {
 	c := sharedKernelBTF()

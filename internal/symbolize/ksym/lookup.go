@@ -39,8 +39,8 @@ const (
 // runs with BPF_PROG_TEST_RUN writes printk's "%pS" text for each address
 // (kallsyms_lookup: the kernel image, modules, BPF programs, ftrace and
 // kprobe trampolines). Naming the few hundred addresses of a profile's
-// stacks costs microseconds where listing kallsyms costs 40-70 ms of
-// kernel time. Safe for use by one goroutine at a time per method call
+// stacks costs far less than listing kallsyms (BenchmarkKernelSymbolLookup
+// against kallsyms' BenchmarkKallsymsRead). Safe for use by one goroutine at a time per method call
 // (Lookup serializes itself).
 type Lookup struct {
 	objs       lookupObjects
@@ -71,7 +71,7 @@ var ErrHidden = errors.New("kallsyms hides kernel addresses from this process (k
 // ErrHidden. It needs Linux 5.16 (syscall programs, bpf_loop,
 // bpf_kallsyms_lookup_name), BPF maps that can be memory-mapped, and root
 // or CAP_BPF and CAP_PERFMON (errors then wrap ErrPermission); no kernel
-// BTF. Loading costs about 1 ms. Any error means the caller should list
+// BTF. Any error means the caller should list
 // kallsyms instead (OpenIter, /proc/kallsyms). Close releases it.
 func OpenLookup() (*Lookup, error) {
 	spec, err := loadKsymlookup()
