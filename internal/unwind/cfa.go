@@ -61,11 +61,12 @@ type cfaVM struct {
 	done  bool
 }
 
-// runFDE runs the CIE's initial instructions and the FDE's program and
-// calls emit for each row, in increasing pc order: the rules in force from
-// loc up to the next row (or f.end). emit must copy what it keeps.
-func runFDE(s *frameSection, f *fde, emit func(loc uint64, st *cfaState)) error {
-	vm := &cfaVM{s: s, f: f, loc: f.start}
+// runFDE runs the CIE's initial instructions and the FDE's program on vm
+// (reused from FDE to FDE: it keeps no state between them) and calls emit
+// for each row, in increasing pc order: the rules in force from loc up to
+// the next row (or f.end). emit must copy what it keeps.
+func runFDE(vm *cfaVM, s *frameSection, f *fde, emit func(loc uint64, st *cfaState)) error {
+	*vm = cfaVM{s: s, f: f, loc: f.start, stack: vm.stack[:0]}
 	if f.cie.raReg >= numRegs {
 		return fmt.Errorf("return address column %d", f.cie.raReg)
 	}

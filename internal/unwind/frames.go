@@ -114,9 +114,11 @@ type frameWalk struct {
 	cies map[uint64]*cie
 	bad  map[uint64]bool
 	fn   func(*fde)
+	cur  fde // the FDE fn is called with, reused (fn must not keep it)
 }
 
-// parseFrames calls fn for every FDE of s in section order. A bad CIE or
+// parseFrames calls fn for every FDE of s in section order (fn must copy
+// what it keeps of the FDE). A bad CIE or
 // FDE is skipped and counted; a length that runs past the section ends
 // the walk (nothing after it can be found by walking). The walk reads each
 // byte once, so its time is linear in the section size whatever the
@@ -194,9 +196,8 @@ func (w *frameWalk) record(off int, fdeOnly bool) (next int, ok bool) {
 	}
 	c, err := s.cieAt(ciePos, w.cies, w.bad)
 	if err == nil {
-		var f *fde
-		if f, err = s.parseFDE(rec, c); err == nil {
-			w.fn(f)
+		if err = s.parseFDE(rec, c, &w.cur); err == nil {
+			w.fn(&w.cur)
 			return next, true
 		}
 	}
@@ -375,16 +376,16 @@ func (s *frameSection) parseAug(r *buf, c *cie, aug string) error {
 }
 
 // parseFDE parses an FDE body after its CIE pointer.
-func (s *frameSection) parseFDE(r *buf, c *cie) (*fde, error) {
-	f := &fde{cie: c}
+func (s *frameSection) parseFDE(r *buf, c *cie, f *fde) error {
+	*f = fde{cie: c}
 	var size uint64
 	if s.eh {
 		start, err := s.readPtr(r, c.fdeEnc, true)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if size, err = s.readPtr(r, c.fdeEnc&0x0f, true); err != nil {
-			return nil, err
+			return err
 		}
 		f.start = start
 	} else if c.addrSize == 4 {
@@ -396,12 +397,12 @@ func (s *frameSection) parseFDE(r *buf, c *cie) (*fde, error) {
 		r.bytes(r.uleb())
 	}
 	if r.err != nil {
-		return nil, r.err
+		return r.err
 	}
 	f.end = f.start + size
 	if f.end < f.start {
-		return nil, fmt.Errorf("range %#x+%#x wraps", f.start, size)
+		return fmt.Errorf("range %#x+%#x wraps", f.start, size)
 	}
 	f.insns = r.b[r.off:]
-	return f, nil
+	return nil
 }

@@ -107,6 +107,9 @@ type tableBuilder struct {
 	// undefined, so a walk ends there as complete.
 	topFuncs map[uint64]bool
 	inTop    bool
+	signal   bool // the FDE being run is a signal frame's
+	vm       cfaVM
+	emit     func(loc uint64, st *cfaState) // b.emitRow, bound once
 	stats    TableStats
 }
 
@@ -122,8 +125,12 @@ type rawRow struct {
 }
 
 func newTableBuilder() *tableBuilder {
-	return &tableBuilder{rules: []rule{{cfaKind: cfaNone}}, ruleIdx: map[rule]uint32{}}
+	b := &tableBuilder{rules: []rule{{cfaKind: cfaNone}}, ruleIdx: map[rule]uint32{}}
+	b.emit = b.emitRow
+	return b
 }
+
+func (b *tableBuilder) emitRow(loc uint64, st *cfaState) { b.addRow(loc, st, b.signal) }
 
 var (
 	errRAColumn = errors.New("return address column is not rip (16)")
@@ -139,6 +146,9 @@ const maxRows = 1 << 24
 // .eh_frame_hdr) lists FDEs beyond that point, those are parsed too.
 func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []int) {
 	var fs frameStats
+	if want := len(b.rows) + len(s.data)/6; cap(b.rows) < want {
+		b.rows = append(make([]rawRow, 0, want), b.rows...) // about 6 bytes of CFI a row
+	}
 	w, stopped := s.parseFrames(&fs, func(f *fde) {
 		if f.start == 0 || f.end == f.start {
 			return // discarded by the linker, or empty
@@ -151,7 +161,8 @@ func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []in
 		b.fdeLo, b.inTop = lo, b.topFuncs[f.start]
 		err := errRAColumn
 		if f.cie.raReg == RegRIP {
-			err = runFDE(s, f, func(loc uint64, st *cfaState) { b.addRow(loc, st, f.cie.signal) })
+			b.signal = f.cie.signal
+			err = runFDE(&b.vm, s, f, b.emit)
 		}
 		if err != nil {
 			b.rows = b.rows[:lo]
@@ -222,7 +233,7 @@ func (b *tableBuilder) finish() (*Table, error) {
 		}
 		return x.rank - y.rank
 	})
-	var out []rawRow
+	out := make([]rawRow, 0, len(b.rows)+len(b.spans)+1) // rows, a gap per FDE at most, the end
 	var end uint64
 	for _, s := range b.spans {
 		if len(out) > 0 && s.start < end {
