@@ -13,7 +13,7 @@ import (
 
 // captureConfigs are the profilers timed from start to a symbolized
 // result of a 1-second capture.
-var captureConfigs = []string{"perf", "bpftrace", "bcc", "gprofile"}
+var captureConfigs = []string{"perf", "perf-dwarf", "bpftrace", "bcc", "gprofile"}
 
 // captureResult is one timed 1-second capture.
 type captureResult struct {

@@ -9,12 +9,13 @@ import (
 )
 
 var configTitle = map[string]string{
-	"none":     "none (workload alone)",
-	"floor":    "floor (empty BPF program)",
-	"perf":     "perf record -g + perf report",
-	"bpftrace": "bpftrace profile:hz",
-	"bcc":      "BCC profile-bpfcc -f",
-	"gprofile": "gprofile",
+	"none":       "none (workload alone)",
+	"floor":      "floor (empty BPF program)",
+	"perf":       "perf record -g + perf report",
+	"perf-dwarf": "perf record --call-graph dwarf + perf report",
+	"bpftrace":   "bpftrace profile:hz",
+	"bcc":        "BCC profile-bpfcc -f",
+	"gprofile":   "gprofile",
 }
 
 func (r *report) writeMarkdown(path string) error {
@@ -91,7 +92,7 @@ func (r *report) writeTable(w io.Writer, hz int) {
 			continue
 		}
 		acct := fmtStat(c.accounted, 2)
-		if cfg == "perf" {
+		if isPerf(cfg) {
 			acct = "n/a (kernel side unmeasured)"
 		}
 		slow := fmtStat(c.slowdown, 1)
@@ -167,6 +168,10 @@ func (r *report) writeTargets(w io.Writer) {
 		p := r.cell("perf", hz).cpuPerSample.med
 		fmt.Fprintf(w, "| CPU per sample at %d Hz ≤ 0.25 × perf | gprofile %.1f µs, perf %.1f µs: %.2f× | %s |\n",
 			hz, g, p, g/p, verdict(g/p, 0.25, "×"))
+		if d := r.cell("perf-dwarf", hz).cpuPerSample.med; d > 0 {
+			fmt.Fprintf(w, "| CPU per sample at %d Hz ≤ 0.05 × perf dwarf | gprofile %.1f µs, perf dwarf %.1f µs: %.2f× | %s |\n",
+				hz, g, d, g/d, verdict(g/d, 0.05, "×"))
+		}
 		for _, other := range []string{"bpftrace", "bcc"} {
 			o := r.cell(other, hz).cpuPerSample.med
 			fmt.Fprintf(w, "| CPU per sample at %d Hz < %s | gprofile %.1f µs, %s %.1f µs: %.2f× | %s |\n",

@@ -13,7 +13,21 @@ import (
 )
 
 // The configurations, in table order.
-var configs = []string{"none", "floor", "perf", "bpftrace", "bcc", "gprofile"}
+var configs = []string{"none", "floor", "perf", "perf-dwarf", "bpftrace", "bcc", "gprofile"}
+
+// isPerf reports whether cfg is one of perf's configurations (perf
+// record, then perf report).
+func isPerf(cfg string) bool { return cfg == "perf" || cfg == "perf-dwarf" }
+
+// perfCallGraph returns perf record's call-graph flags for cfg: -g
+// (frame pointers), or --call-graph dwarf (8 KiB of stack per sample,
+// unwound by perf report).
+func perfCallGraph(cfg string) []string {
+	if cfg == "perf-dwarf" {
+		return []string{"--call-graph", "dwarf"}
+	}
+	return []string{"-g"}
+}
 
 // paths are the programs the harness runs.
 type paths struct {
@@ -53,7 +67,7 @@ func startProfiler(cfg string, hz int, dir string, p *paths, maxSecs int) (*sess
 			"profile:hz:"+f+" { @[kstack, ustack, comm] = count(); }")
 	case "bcc":
 		s.main, err = startBG(dir, cfg, p.bccEnv, p.bcc, "-F", f, "-f")
-	case "perf":
+	case "perf", "perf-dwarf":
 		return s, s.startPerf()
 	default:
 		return nil, fmt.Errorf("unknown configuration %q", cfg)
@@ -87,9 +101,9 @@ func (s *session) startPerf() error {
 	if s.ack, err = os.OpenFile(ack, os.O_RDWR, 0); err != nil {
 		return err
 	}
-	s.main, err = startBG(s.dir, "perf", nil, s.p.perf, "record", "-e", "cpu-clock",
-		"-F", strconv.Itoa(s.hz), "-a", "-g", "-o", filepath.Join(s.dir, "perf.data"),
-		"--control", "fifo:"+ctl+","+ack, "-D", "-1")
+	args := append([]string{"record", "-e", "cpu-clock", "-F", strconv.Itoa(s.hz), "-a"}, perfCallGraph(s.cfg)...)
+	args = append(args, "-o", filepath.Join(s.dir, "perf.data"), "--control", "fifo:"+ctl+","+ack, "-D", "-1")
+	s.main, err = startBG(s.dir, s.cfg, nil, append([]string{s.p.perf}, args...)...)
 	if err != nil {
 		return err
 	}
@@ -123,7 +137,7 @@ func (s *session) finish() error {
 	if err := s.main.stop(120 * time.Second); err != nil {
 		return err
 	}
-	if s.cfg != "perf" {
+	if !isPerf(s.cfg) {
 		return nil
 	}
 	var err error
@@ -176,7 +190,7 @@ func (s *session) samples(runs uint64) (delivered, lost int64) {
 		if m := reGprofile.FindStringSubmatch(readFile(s.main.stderr)); m != nil {
 			return atoi(m[1]), atoi(m[2])
 		}
-	case "perf":
+	case "perf", "perf-dwarf":
 		delivered, lost = -1, -1
 		if m := rePerfRecord.FindStringSubmatch(readFile(s.main.stderr)); m != nil {
 			delivered = atoi(m[1])
@@ -215,10 +229,11 @@ func atoi(s string) int64 {
 func captureArgv(cfg string, hz int, dir string, p *paths) (argvs [][]string, env []string) {
 	f := strconv.Itoa(hz)
 	switch cfg {
-	case "perf":
+	case "perf", "perf-dwarf":
 		data := filepath.Join(dir, "cap.data")
+		rec := append([]string{p.perf, "record", "-e", "cpu-clock", "-F", f, "-a"}, perfCallGraph(cfg)...)
 		return [][]string{
-			{p.perf, "record", "-e", "cpu-clock", "-F", f, "-a", "-g", "-o", data, "--", "sleep", "1"},
+			append(rec, "-o", data, "--", "sleep", "1"),
 			{p.perf, "report", "--stdio", "-i", data},
 		}, nil
 	case "bpftrace":
