@@ -17,6 +17,7 @@ import (
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
 	"github.com/gprofile/gprofile/internal/symbolize/ksym"
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +50,7 @@ func run(o *options) (int, error) {
 
 	// New opens the kernel symbol lookup in the background (about 2 ms;
 	// when it cannot load, kallsyms is listed instead, 40-70 ms).
-	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: ksym.LoadIter, CacheDir: o.cacheDir})
+	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: ksym.LoadIter, CacheDir: o.cacheDir, Debuginfod: debuginfodConfig()})
 	if err != nil {
 		return 1, err
 	}
@@ -70,7 +71,7 @@ func run(o *options) (int, error) {
 	defer stop()
 	// Note waits for the kernel symbols, which load in the background
 	// meanwhile.
-	for _, note := range []string{sym.Note(), symbolize.OpenInRootNote()} {
+	for _, note := range []string{sym.Note()} {
 		if note != "" && !o.quiet {
 			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 		}
@@ -109,17 +110,29 @@ func run(o *options) (int, error) {
 	// stack words as return addresses), not every frame symbolized.
 	symStats.Frames = c.frames.Frames
 	sym.Close()
+	symNotes := sym.Notes() // after Close: downloads cancelled count as unfinished
 	runtime.GC()
 	if err := writeProfile(o, out, bw, c, s, start, elapsed, counters); err != nil {
 		return 1, err
 	}
 	if !o.quiet {
 		summarize(os.Stderr, o, c, s, elapsed, counters, symStats)
+		for _, note := range symNotes {
+			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
+		}
 	}
 	if kid != nil {
 		return exitCode(kid.wait()), nil
 	}
 	return 0, nil
+}
+
+// debuginfodConfig reads the debuginfod client's configuration from
+// elfutils' environment variables (DEBUGINFOD_URLS and the rest); unset,
+// the symbolizer never touches the network.
+func debuginfodConfig() debuginfod.Config {
+	cfg, _ := debuginfod.ReadConfig(os.Getenv)
+	return cfg
 }
 
 // openKernelLookup opens the BPF kernel symbol lookup for the symbolizer
@@ -355,8 +368,5 @@ func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed
 	}
 	if st.Frames[symbolize.ReasonNoAccess] > 0 && os.Geteuid() != 0 {
 		fmt.Fprintln(w, "gprofile: reading other users' processes and binaries needs root or CAP_SYS_PTRACE")
-	}
-	if note := symbolize.DebuginfodNote(); note != "" {
-		fmt.Fprintf(w, "gprofile: %s\n", note)
 	}
 }

@@ -245,7 +245,7 @@ func (s *Symbolizer) release(be *binEntry) {
 // if the caller has it open, else nil. The debuginfo.Options say where its
 // .gnu_debuglink file may be: next to it, inside the process's root.
 func (s *Symbolizer) openMapped(pid uint32, e *procmaps.Entry, root *elfio.Root) (*os.File, debuginfo.Options, error) {
-	opts := debuginfo.Options{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, Fetch: s.fetch}
+	opts := debuginfo.Options{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, Debuginfod: s.debuginfod, Fetch: s.fetch}
 	var firstErr error
 	if root == nil {
 		r, err := elfio.OpenRoot(s.procPath(pid, "root"))
@@ -351,7 +351,7 @@ func sameInode(f *os.File, ino uint64) bool {
 func (s *Symbolizer) vdsoFor(e *procmaps.Entry) *objfile.Binary {
 	if !s.vdsoTried {
 		s.vdsoTried = true
-		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &debuginfo.Options{DebugDirs: s.debugDirs, Fetch: s.fetch})
+		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &debuginfo.Options{DebugDirs: s.debugDirs, Debuginfod: s.debuginfod, Fetch: s.fetch})
 	}
 	if s.vdso == nil || e.Limit-e.Start != s.vdsoSize {
 		return nil

@@ -18,7 +18,7 @@ func waitGeneration(t *testing.T, s *Symbolizer, want uint64, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for s.Generation() < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("Generation() = %d after %v, want %d (note: %q)", s.Generation(), d, want, debuginfod.Note())
+			t.Fatalf("Generation() = %d after %v, want %d (notes: %q)", s.Generation(), d, want, joinNotes(s))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -54,13 +54,13 @@ func TestDebuginfodBackground(t *testing.T) {
 		}
 		http.NotFound(w, r)
 	})
-	setDebuginfodEnv(t, srv.URL, "")
+	d := newTestDebuginfod(t, srv.URL, "")
 
 	const base = 0x555555554000
 	leaf := base + symtest.ElfSymbol(t, orig, "leaf").Value + 1
 	fp := newFakeProc(t)
 	fp.setMaps(1, textMapping(t, bin, base))
-	s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}})
+	s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}, Debuginfod: d.cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +84,8 @@ func TestDebuginfodBackground(t *testing.T) {
 	if n := srv.hits.Load(); n != 1 {
 		t.Errorf("the server got %d requests, want 1", n)
 	}
-	if note := debuginfod.Note(); !strings.Contains(note, "1 debug files downloaded") || !strings.Contains(note, "0 from the cache") {
-		t.Errorf("DebuginfodNote() = %q", note)
+	if note := joinNotes(s); !strings.Contains(note, "1 debug files downloaded") || !strings.Contains(note, "0 from the cache") {
+		t.Errorf("Notes() = %q", note)
 	}
 }
 
@@ -103,12 +103,12 @@ func TestDebuginfodCloseCancels(t *testing.T) {
 		case <-release:
 		}
 	})
-	setDebuginfodEnv(t, srv.URL, "30")
+	d := newTestDebuginfod(t, srv.URL, "30")
 
 	const base = 0x555555554000
 	fp := newFakeProc(t)
 	fp.setMaps(1, textMapping(t, stripped, base))
-	s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}})
+	s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}, Debuginfod: d.cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +131,8 @@ func TestDebuginfodCloseCancels(t *testing.T) {
 	if ended.Load() == 0 {
 		t.Error("the server's request still runs after Close: not cancelled")
 	}
-	if note := debuginfod.Note(); !strings.Contains(note, "1 unfinished at exit") || strings.Contains(note, "1 failed") {
-		t.Errorf("DebuginfodNote() = %q; want 1 unfinished, none failed", note)
+	if note := joinNotes(s); !strings.Contains(note, "1 unfinished at exit") || strings.Contains(note, "1 failed") {
+		t.Errorf("Notes() = %q; want 1 unfinished, none failed", note)
 	}
 	s.Close() // idempotent
 }
@@ -153,8 +153,7 @@ func TestDebuginfodFetcherLimits(t *testing.T) {
 		}
 		http.NotFound(w, r)
 	})
-	setDebuginfodEnv(t, srv.URL, "30")
-	c := debuginfod.Current()
+	c := newTestDebuginfod(t, srv.URL, "30").client
 	d := debuginfod.NewFetcher()
 	defer d.Close()
 	for _, id := range []string{"aaaa", "bbbb", "aaaa", "cccc", "bbbb"} {
@@ -169,9 +168,9 @@ func TestDebuginfodFetcherLimits(t *testing.T) {
 	}
 	close(release)
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(debuginfod.Note(), "3 not found") {
+	for !strings.Contains(c.Note(), "3 not found") {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests, note %q; want 3, 3 not found", srv.hits.Load(), debuginfod.Note())
+			t.Fatalf("%d requests, note %q; want 3, 3 not found", srv.hits.Load(), c.Note())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -18,7 +18,6 @@ import (
 // The package's tests never reach a real debuginfod server, whatever the
 // environment that runs them (Fedora sets DEBUGINFOD_URLS for every
 // login shell): the debuginfod tests set it themselves.
-func init() { os.Unsetenv("DEBUGINFOD_URLS") }
 
 // debuginfodServer is a test debuginfod server that serves files by
 // build ID and counts the requests it got.
@@ -51,21 +50,38 @@ func newDebuginfodServer(t *testing.T, files map[string]string, handle http.Hand
 	return s
 }
 
-// setDebuginfodEnv points the debuginfod client at urls with a new
-// cache, which it returns; timeout sets DEBUGINFOD_TIMEOUT when not "".
-func setDebuginfodEnv(t *testing.T, urls, timeout string) string {
-	cache := t.TempDir()
-	t.Setenv("DEBUGINFOD_URLS", urls)
-	t.Setenv("DEBUGINFOD_CACHE_PATH", cache)
-	t.Setenv("DEBUGINFOD_TIMEOUT", timeout)
-	return cache
+// testDebuginfod is a debuginfod configuration for a test: its servers,
+// a new cache, and the client a run of objfile.Load would use.
+type testDebuginfod struct {
+	cfg    debuginfod.Config
+	client *debuginfod.Client
+	cache  string
 }
 
-// forgetDebuginfod drops the client, and what it remembers, as a new
-// run of the program starts without it.
-func forgetDebuginfod() {
-	debuginfod.Reset()
+// newTestDebuginfod points a debuginfod client at urls with a new cache;
+// timeout sets DEBUGINFOD_TIMEOUT when not "". The configuration is read
+// as cmd/gprofile reads it from the environment.
+func newTestDebuginfod(t *testing.T, urls, timeout string) *testDebuginfod {
+	env := map[string]string{"DEBUGINFOD_URLS": urls, "DEBUGINFOD_CACHE_PATH": t.TempDir(), "DEBUGINFOD_TIMEOUT": timeout}
+	cfg, ok := debuginfod.ReadConfig(func(k string) string { return env[k] })
+	if !ok {
+		t.Fatalf("debuginfod configuration %v is off", env)
+	}
+	return &testDebuginfod{cfg: cfg, client: debuginfod.NewClient(cfg), cache: cfg.Cache}
 }
+
+// opts returns the options of a load through d's client, with no debug
+// directories.
+func (d *testDebuginfod) opts() debuginfo.Options {
+	return debuginfo.Options{DebugDirs: []string{}, Debuginfod: d.client}
+}
+
+// forget starts a new client, as a new run of the program starts
+// without what the last one remembered (only the disk cache is left).
+func (d *testDebuginfod) forget() { d.client = debuginfod.NewClient(d.cfg) }
+
+// joinNotes returns a Symbolizer's notes as one string.
+func joinNotes(s *Symbolizer) string { return strings.Join(s.Notes(), "; ") }
 
 // TestDebuginfodStack: a stripped binary (no .symtab, no DWARF, no debug
 // file on disk) gets its function names and lines from the debug file a
@@ -76,17 +92,16 @@ func TestDebuginfodStack(t *testing.T) {
 	orig, stripped, debug := splitDebug(t)
 	id := symtest.GnuBuildID(t, orig)
 	srv := newDebuginfodServer(t, map[string]string{id: debug}, nil)
-	cache := setDebuginfodEnv(t, "ftp://ignored.example "+srv.URL+"/", "")
+	d := newTestDebuginfod(t, "ftp://ignored.example "+srv.URL+"/", "")
+	cache := d.cache
 
 	const base = 0x555555554000
 	leaf := base + symtest.ElfSymbol(t, orig, "leaf").Value + 1
-	for run := 0; run < 3; run++ {
-		if run == 2 {
-			forgetDebuginfod() // a new run: only the disk cache is left
-		}
+	var notes string
+	for run := 0; run < 3; run++ { // each Symbolizer a new run: only the disk cache is left
 		fp := newFakeProc(t)
 		fp.setMaps(1, textMapping(t, stripped, base))
-		s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}})
+		s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}, Debuginfod: d.cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,6 +114,7 @@ func TestDebuginfodStack(t *testing.T) {
 			f = s.Stack(1, nil, []uint64{leaf}).Frames[0]
 		}
 		s.Close()
+		notes = joinNotes(s)
 		if f.Function != "leaf" || filepath.Base(f.File) != "prog.c" || f.Line == 0 {
 			t.Errorf("run %d: frame = %+v; want leaf in prog.c with a line", run, f)
 		}
@@ -116,8 +132,8 @@ func TestDebuginfodStack(t *testing.T) {
 	if tmps, _ := filepath.Glob(filepath.Join(cache, id, "*.tmp")); len(tmps) != 0 {
 		t.Errorf("temporary files left: %v", tmps)
 	}
-	if note := debuginfod.Note(); !strings.Contains(note, "0 debug files downloaded") || !strings.Contains(note, "1 from the cache") {
-		t.Errorf("DebuginfodNote() = %q after a new run", note)
+	if !strings.Contains(notes, "0 debug files downloaded") || !strings.Contains(notes, "1 from the cache") {
+		t.Errorf("Notes() = %q after a new run", notes)
 	}
 }
 
@@ -127,9 +143,10 @@ func TestDebuginfodMiss(t *testing.T) {
 	orig, stripped, _ := splitDebug(t)
 	id := symtest.GnuBuildID(t, orig)
 	srv := newDebuginfodServer(t, nil, nil)
-	cache := setDebuginfodEnv(t, srv.URL, "")
+	d := newTestDebuginfod(t, srv.URL, "")
+	cache := d.cache
 	for i := 0; i < 2; i++ {
-		b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+		b := loadFile(t, stripped, d.opts())
 		checkNamed(t, b, orig, "leaf", false)
 	}
 	if n := srv.hits.Load(); n != 1 {
@@ -139,11 +156,11 @@ func TestDebuginfodMiss(t *testing.T) {
 	if st, err := os.Stat(marker); err != nil || st.Size() != 0 {
 		t.Fatalf("miss marker: %v, %v; want an empty file", st, err)
 	}
-	if note := debuginfod.Note(); !strings.Contains(note, "1 not found") {
-		t.Errorf("DebuginfodNote() = %q", note)
+	if note := d.client.Note(); !strings.Contains(note, "1 not found") {
+		t.Errorf("Note() = %q", note)
 	}
-	forgetDebuginfod()
-	loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+	d.forget()
+	loadFile(t, stripped, d.opts())
 	if n := srv.hits.Load(); n != 1 {
 		t.Errorf("a new run asked again (%d requests) within cache_miss_s", n)
 	}
@@ -152,8 +169,8 @@ func TestDebuginfodMiss(t *testing.T) {
 	if err := os.Chtimes(marker, old, old); err != nil {
 		t.Fatal(err)
 	}
-	forgetDebuginfod()
-	loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+	d.forget()
+	loadFile(t, stripped, d.opts())
 	if n := srv.hits.Load(); n != 2 {
 		t.Errorf("after the miss expired the server got %d requests, want 2", n)
 	}
@@ -175,19 +192,20 @@ func TestDebuginfodWrongFile(t *testing.T) {
 	redirect := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "file://"+debug, http.StatusFound)
 	})
-	cache := setDebuginfodEnv(t, redirect.URL+" "+bad1.URL+" "+bad2.URL, "")
-	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+	d := newTestDebuginfod(t, redirect.URL+" "+bad1.URL+" "+bad2.URL, "")
+	cache := d.cache
+	b := loadFile(t, stripped, d.opts())
 	checkNamed(t, b, orig, "leaf", false)
 	if entries, _ := os.ReadDir(filepath.Join(cache, id)); len(entries) != 0 {
 		t.Errorf("cache holds %v after wrong files", entries)
 	}
-	if note := debuginfod.Note(); !strings.Contains(note, "1 failed") || !strings.Contains(note, "not an ELF file") {
-		t.Errorf("DebuginfodNote() = %q", note)
+	if note := d.client.Note(); !strings.Contains(note, "1 failed") || !strings.Contains(note, "not an ELF file") {
+		t.Errorf("Note() = %q", note)
 	}
 
 	good := newDebuginfodServer(t, map[string]string{id: debug}, nil)
-	setDebuginfodEnv(t, bad1.URL+" "+good.URL, "")
-	b = loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+	d = newTestDebuginfod(t, bad1.URL+" "+good.URL, "")
+	b = loadFile(t, stripped, d.opts())
 	checkNamed(t, b, orig, "leaf", true)
 	if bad1.hits.Load() != 2 || good.hits.Load() != 1 {
 		t.Errorf("requests: %d to the wrong server, %d to the good one; want 2, 1", bad1.hits.Load(), good.hits.Load())
@@ -217,22 +235,22 @@ func TestDebuginfodTimeout(t *testing.T) {
 		}
 	})
 	good := newDebuginfodServer(t, map[string]string{id: debug}, nil)
-	setDebuginfodEnv(t, hang.URL+" "+stall.URL+" "+good.URL, "0.3")
+	d := newTestDebuginfod(t, hang.URL+" "+stall.URL+" "+good.URL, "0.3")
 	start := time.Now()
-	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
+	b := loadFile(t, stripped, d.opts())
 	checkNamed(t, b, orig, "leaf", true)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("LoadBinary took %v with a 0.3 s timeout", d)
 	}
-	if note := debuginfod.Note(); !strings.Contains(note, "1 debug files downloaded") {
-		t.Errorf("DebuginfodNote() = %q", note)
+	if note := d.client.Note(); !strings.Contains(note, "1 debug files downloaded") {
+		t.Errorf("Note() = %q", note)
 	}
 
 	// Both slow servers are skipped now: another binary costs no timeout.
 	stripped2 := filepath.Join(t.TempDir(), "prog2")
 	symtest.Run(t, symtest.LookPath(t, "objcopy", "strips the test binary"), "--strip-debug", "--strip-unneeded", symtest.BuildProg(t, false), stripped2)
 	start = time.Now()
-	loadFile(t, stripped2, debuginfo.Options{DebugDirs: []string{}})
+	loadFile(t, stripped2, d.opts())
 	if d := time.Since(start); d > 250*time.Millisecond || hang.hits.Load() != 1 || stall.hits.Load() != 1 {
 		t.Errorf("second binary: %v, %d and %d requests to the slow servers; want no wait, 1 and 1",
 			d, hang.hits.Load(), stall.hits.Load())
@@ -243,18 +261,29 @@ func TestDebuginfodTimeout(t *testing.T) {
 func TestDebuginfodOff(t *testing.T) {
 	_, stripped, _ := splitDebug(t)
 	srv := newDebuginfodServer(t, nil, nil)
-	cache := setDebuginfodEnv(t, srv.URL, "")
-	os.Unsetenv("DEBUGINFOD_URLS") // t.Setenv restores it
+	cache := t.TempDir()
+	env := map[string]string{"DEBUGINFOD_CACHE_PATH": cache}
+	if cfg, ok := debuginfod.ReadConfig(func(k string) string { return env[k] }); ok || len(cfg.URLs) != 0 {
+		t.Fatalf("ReadConfig without DEBUGINFOD_URLS = %+v, %v; want off", cfg, ok)
+	}
 	b := loadFile(t, stripped, debuginfo.Options{DebugDirs: []string{}})
-	if b.DebugFile() != "" || srv.hits.Load() != 0 || debuginfod.Note() != "" {
-		t.Errorf("DebugFile() = %q, %d requests, note %q; want none", b.DebugFile(), srv.hits.Load(), debuginfod.Note())
+	fp := newFakeProc(t)
+	fp.setMaps(1, textMapping(t, stripped, 0x555555554000))
+	s, err := New(Options{ProcRoot: fp.root, KallsymsPath: "testdata/kallsyms.txt", DebugDirs: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stack(1, nil, []uint64{0x555555555000})
+	s.Close()
+	if b.DebugFile() != "" || srv.hits.Load() != 0 || len(s.Notes()) != 0 {
+		t.Errorf("DebugFile() = %q, %d requests, notes %q; want none", b.DebugFile(), srv.hits.Load(), s.Notes())
 	}
 	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
 		t.Errorf("cache holds %v", entries)
 	}
 	// A binary with DWARF of its own never asks either.
-	t.Setenv("DEBUGINFOD_URLS", srv.URL)
-	loadFile(t, symtest.BuildProg(t, true), debuginfo.Options{DebugDirs: []string{}})
+	d := newTestDebuginfod(t, srv.URL, "")
+	loadFile(t, symtest.BuildProg(t, true), d.opts())
 	if srv.hits.Load() != 0 {
 		t.Errorf("a binary with DWARF made %d requests", srv.hits.Load())
 	}

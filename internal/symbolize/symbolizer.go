@@ -42,6 +42,12 @@ type Options struct {
 	// empty, non-nil slice searches none. A binary's .gnu_debuglink file
 	// is also looked for next to it, in the process's mount namespace.
 	DebugDirs []string
+	// Debuginfod configures the debuginfod client (servers, cache,
+	// timeouts: cmd/gprofile reads them from elfutils' environment
+	// variables with debuginfod.ReadConfig); the zero value, no server,
+	// never touches the network. Downloads run in the background (see
+	// Generation).
+	Debuginfod debuginfod.Config
 	// CacheDir, when not "", keeps the inflated bytes of binaries'
 	// compressed DWARF sections there, by build ID (debuginfo.Options.CacheDir),
 	// so that the next run reads them instead of inflating them again;
@@ -68,23 +74,24 @@ type Options struct {
 // goroutine. Debug files downloaded from debuginfod servers arrive in the
 // background (see Generation); Close cancels the downloads.
 type Symbolizer struct {
-	mu        sync.Mutex // held by Stack except while it reads a binary
-	procRoot  string
-	debugDirs []string
-	cacheDir  string
-	kernel    *kernelSymbolizer
-	procs     map[uint32]*process
-	bins      map[binKey]*binEntry
-	vdso      *objfile.Binary
-	vdsoSize  uint64
-	vdsoTried bool
-	fetch     *debuginfod.Fetcher // debuginfod downloads (debuginfod_async.go)
-	applied   uint64              // fetch generation applied (applyArrivals)
-	pending   int                 // binEntry files open, not read yet
-	lastSweep time.Time
-	stats     Stats
-	calls     callSites        // BadReturnAddress (callsite.go)
-	now       func() time.Time // time.Now; tests replace it
+	mu         sync.Mutex // held by Stack except while it reads a binary
+	procRoot   string
+	debugDirs  []string
+	cacheDir   string
+	kernel     *kernelSymbolizer
+	procs      map[uint32]*process
+	bins       map[binKey]*binEntry
+	vdso       *objfile.Binary
+	vdsoSize   uint64
+	vdsoTried  bool
+	debuginfod *debuginfod.Client  // nil when off
+	fetch      *debuginfod.Fetcher // its downloads (generation.go)
+	applied    uint64              // fetch generation applied (applyArrivals)
+	pending    int                 // binEntry files open, not read yet
+	lastSweep  time.Time
+	stats      Stats
+	calls      callSites        // BadReturnAddress (callsite.go)
+	now        func() time.Time // time.Now; tests replace it
 }
 
 // Stats counts what a Symbolizer did since New.
@@ -135,15 +142,20 @@ func New(opts Options) (*Symbolizer, error) {
 	if opts.DebugDirs == nil {
 		opts.DebugDirs = debuginfo.DefaultDebugDirs()
 	}
+	var client *debuginfod.Client
+	if cfg := opts.Debuginfod; len(cfg.URLs) > 0 && cfg.Cache != "" {
+		client = debuginfod.NewClient(cfg)
+	}
 	return &Symbolizer{
-		procRoot:  opts.ProcRoot,
-		debugDirs: opts.DebugDirs,
-		cacheDir:  opts.CacheDir,
-		kernel:    newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
-		procs:     make(map[uint32]*process),
-		bins:      make(map[binKey]*binEntry),
-		fetch:     debuginfod.NewFetcher(),
-		now:       time.Now,
+		debuginfod: client,
+		procRoot:   opts.ProcRoot,
+		debugDirs:  opts.DebugDirs,
+		cacheDir:   opts.CacheDir,
+		kernel:     newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
+		procs:      make(map[uint32]*process),
+		bins:       make(map[binKey]*binEntry),
+		fetch:      debuginfod.NewFetcher(),
+		now:        time.Now,
 	}, nil
 }
 

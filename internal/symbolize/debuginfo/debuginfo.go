@@ -18,10 +18,10 @@ import (
 func DefaultDebugDirs() []string { return []string{"/usr/lib/debug"} }
 
 // Options says where objfile.Load looks for a binary's separate debug
-// information. The zero value searches DefaultDebugDirs by build ID only,
-// then, with DEBUGINFOD_URLS set, the debuginfod cache and servers:
-// objfile.Load then waits for the download (a Symbolizer runs it in the
-// background instead; see Symbolizer.Generation).
+// information. The zero value searches DefaultDebugDirs by build ID only;
+// with Debuginfod set, then the debuginfod cache and servers: objfile.Load
+// waits for the download unless Fetch is set (a Symbolizer runs it in the
+// background; see Symbolizer.Generation).
 type Options struct {
 	// DebugDirs are the global debug directories, host paths, searched in
 	// order: <dir>/.build-id/<first 2 hex digits>/<rest>.debug by GNU build
@@ -46,7 +46,10 @@ type Options struct {
 	// Root, when set, is the root of the process that mapped the
 	// binary, and Dir a path inside it, resolved inside it.
 	Root *elfio.Root
-	// Fetch, when set, downloads from debuginfod in the background
+	// Debuginfod, when set, is asked for the debug file of a binary with
+	// a build ID that has none on disk; nil never touches the network.
+	Debuginfod *debuginfod.Client
+	// Fetch, when set, runs Debuginfod's downloads in the background
 	// (see fetchDebugFile); nil blocks objfile.Load for the download.
 	Fetch *debuginfod.Fetcher
 }
@@ -93,7 +96,7 @@ func Find(f *elf.File, buildID string, self io.ReaderAt, opts *Options) *File {
 	if d := findLocalDebugFile(f, buildID, self, opts); d != nil || HasDWARF(f) {
 		return d
 	}
-	return fetchDebugFile(f, buildID, self, opts.Fetch)
+	return fetchDebugFile(f, buildID, self, opts.Debuginfod, opts.Fetch)
 }
 
 // findLocalDebugFile looks for the debug file of f in the file system,
@@ -244,15 +247,14 @@ func HasDWARF(f *elf.File) bool {
 
 // fetchDebugFile is the last resort of Find: the debug file of
 // f (hex build ID buildID, read from self) from the debuginfod cache or
-// servers, or nil when debuginfod is off, f has no build ID, or no server
+// servers through c, or nil when c is nil (debuginfod is off), f has no build ID, or no server
 // has it (see debuginfod.Client.cached). A cached file (or a known miss)
 // is answered at once. Otherwise, when fetcher is not nil, the download
 // starts in the background and fetchDebugFile returns nil: the fetcher
 // tells its Symbolizer when the file has arrived. With fetcher nil (a
 // objfile.Load outside a Symbolizer) it blocks for as long as the download
 // takes (DEBUGINFOD_TIMEOUT and DEBUGINFOD_MAXTIME bound it).
-func fetchDebugFile(f *elf.File, buildID string, self io.ReaderAt, fetcher *debuginfod.Fetcher) *File {
-	c := debuginfod.Current()
+func fetchDebugFile(f *elf.File, buildID string, self io.ReaderAt, c *debuginfod.Client, fetcher *debuginfod.Fetcher) *File {
 	if c == nil || !debuginfod.ValidBuildID(buildID) {
 		return nil
 	}

@@ -44,14 +44,10 @@ type Config struct {
 	Skipped []string      // URLs of DEBUGINFOD_URLS ignored (not http or https)
 }
 
-// debuginfodEnv lists the environment variables the configuration comes
-// from; a change to any of them makes a new client.
-var debuginfodEnv = []string{"DEBUGINFOD_URLS", "DEBUGINFOD_CACHE_PATH", "XDG_CACHE_HOME", "HOME",
-	"DEBUGINFOD_TIMEOUT", "DEBUGINFOD_MAXTIME", "DEBUGINFOD_MAXSIZE"}
-
-// ReadConfig reads the configuration from getenv. ok is false
-// when DEBUGINFOD_URLS names no server, or no cache directory can be
-// named: the client is then off.
+// ReadConfig reads the configuration from getenv (os.Getenv, say), as
+// elfutils' client reads its environment. ok is false when
+// DEBUGINFOD_URLS names no server, or no cache directory can be named:
+// the client is then off.
 func ReadConfig(getenv func(string) string) (c Config, ok bool) {
 	for _, u := range strings.Fields(getenv("DEBUGINFOD_URLS")) {
 		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
@@ -108,36 +104,6 @@ type debuginfodCounts struct {
 	// pending counts the downloads queued or under way in the
 	// background, cancelled those a Symbolizer's Close stopped.
 	pending, cancelled int
-}
-
-// state holds the client of the current environment.
-var state struct {
-	mu     sync.Mutex
-	key    string
-	client *Client // nil when off
-}
-
-// Current returns the client configured by the environment
-// now, or nil when DEBUGINFOD_URLS is unset (or names no http(s)
-// server): then nothing touches the network or the cache. The client,
-// with what it remembers of misses and failed servers, lasts until the
-// environment changes.
-func Current() *Client {
-	var key strings.Builder
-	for _, v := range debuginfodEnv {
-		key.WriteString(os.Getenv(v))
-		key.WriteByte(0)
-	}
-	st := &state
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if key.String() != st.key {
-		st.key, st.client = key.String(), nil
-		if cfg, ok := ReadConfig(os.Getenv); ok {
-			st.client = newDebuginfodClient(cfg)
-		}
-	}
-	return st.client
 }
 
 // ValidBuildID reports whether id is a hex build ID of 2 to 64 bytes,
@@ -241,10 +207,9 @@ func (c *Client) markMissing(id string) {
 	}
 }
 
-// Note returns one line on what the debuginfod client did in
-// this process, such as "debuginfod: 2 debug files downloaded (3.1 MiB),
+// Note returns one line on what c did, such as "debuginfod: 2 debug files downloaded (3.1 MiB),
 // 1 from the cache, 4 not found, 1 failed (last: ...), 2 unfinished at
-// exit", or "" when DEBUGINFOD_URLS is unset or no binary needed it.
+// exit", or "" when c is nil (debuginfod is off) or no binary needed it.
 // Counts are of distinct build IDs. A failure (timeout, refused
 // connection, an answer that is not the right ELF file, a download over
 // DEBUGINFOD_MAXSIZE) leaves that binary without its debug information
@@ -252,8 +217,7 @@ func (c *Client) markMissing(id string) {
 // give. "Unfinished" downloads were still queued or under way in the
 // background (a Symbolizer's Close cancels them): frames sampled before a
 // download completes have no source lines.
-func Note() string {
-	c := Current()
+func (c *Client) Note() string {
 	if c == nil {
 		return ""
 	}
@@ -272,13 +236,4 @@ func Note() string {
 		s += fmt.Sprintf(", %d unfinished at exit", n.pending+n.cancelled)
 	}
 	return s
-}
-
-// Reset drops the client of the environment, and what it remembers, as a
-// new run of the program starts without it (tests that change the
-// environment between runs call it).
-func Reset() {
-	state.mu.Lock()
-	defer state.mu.Unlock()
-	state.key, state.client = "", nil
 }

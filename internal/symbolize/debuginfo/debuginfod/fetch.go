@@ -27,12 +27,12 @@ type serverError struct{ err error }
 func (e *serverError) Error() string { return e.err.Error() }
 func (e *serverError) Unwrap() error { return e.err }
 
-// newDebuginfodClient returns a client whose connections, TLS
+// NewClient returns a client whose connections, TLS
 // handshakes and response headers each time out after cfg.timeout, and
 // which follows at most 10 redirects, to http and https URLs only. It
 // uses the proxies of the environment (HTTPS_PROXY, NO_PROXY), as
 // net/http's default transport does.
-func newDebuginfodClient(cfg Config) *Client {
+func NewClient(cfg Config) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
 	tr.TLSHandshakeTimeout = cfg.Timeout
