@@ -37,10 +37,11 @@ func writeViewProfile(t *testing.T) string {
 		{Address: 0x401200, Function: viewFixtureHotName, SystemName: viewFixtureHotName, File: "v.c", Line: 3, Mapping: m}, caller}}
 	top := &symbolize.Stack{Frames: []symbolize.Frame{caller}}
 	a := output.NewAggregator()
+	key := output.SampleKey{PID: 7, Comm: "viewfixture"}
 	for range 3 {
-		a.Add(7, "viewfixture", hot, 1e7)
+		a.AddStack(key, a.InternStack(7, hot), 1e7)
 	}
-	a.Add(7, "viewfixture", top, 1e7)
+	a.AddStack(key, a.InternStack(7, top), 1e7)
 	var buf bytes.Buffer
 	if err := output.WritePprof(&buf, a.Samples(), output.Meta{Period: 1e7, Duration: time.Second}); err != nil {
 		t.Fatal(err)

@@ -11,10 +11,10 @@ type Sample struct {
 	// PID is the process ID (the kernel's tgid) the samples were taken in.
 	PID uint32
 	// TID is the thread ID; 0 when the caller did not key samples by thread
-	// (Aggregator.Add, or AddSample with a zero TID).
+	// (a zero SampleKey.TID).
 	TID uint32
 	// CPU is the CPU the samples were taken on; 0 when the caller did not
-	// key samples by CPU (Add, or AddSample with a zero CPU).
+	// key samples by CPU (a zero SampleKey.CPU).
 	CPU uint32
 	// Comm is the thread name (the kernel's comm, at most 15 bytes) at the
 	// time of the samples; "" when unknown.
@@ -67,10 +67,9 @@ const retireBatch = 256
 // It holds every distinct stack once, as a sequence of location ids, and
 // every location (the frames of one address: a binary and file offset,
 // or a kernel address) once, with its names in a string table; an
-// aggregated entry is a 40-byte record. Stacks come either by content
-// (InternStack, then AddStack: what a long run should use) or by pointer
-// (Add, AddSample: each distinct *symbolize.Stack is one stack, handed
-// back as it is by Samples). Entries of processes that will get no more
+// aggregated entry is a 40-byte record. Stacks come by content
+// (InternStack), samples by stack id (AddStack, or Add of a Record).
+// Entries of processes that will get no more
 // samples (Retire) leave the hash index and stay only in the packed
 // record slice, so that the memory a process costs after it exited is
 // 40 bytes per distinct (key, stack) and the stacks and locations it
@@ -79,11 +78,10 @@ type Aggregator struct {
 	strs    strTable
 	locs    locTable
 	stacks  stackTable
-	ptrIDs  map[*symbolize.Stack]StackID // stacks added by pointer
-	live    map[recKey]uint32            // index into recs; not retired
-	recs    chunks[record]               // in order of first add
-	retired map[uint32]bool              // pids to sweep out of live
-	swept   int                          // live entries deleted since live was made
+	live    map[recKey]uint32 // index into recs; not retired
+	recs    chunks[record]    // in order of first add
+	retired map[uint32]bool   // pids to sweep out of live
+	swept   int               // live entries deleted since live was made
 	count   int64
 	nanos   int64
 
@@ -98,36 +96,8 @@ func NewAggregator() *Aggregator {
 	return &Aggregator{live: make(map[recKey]uint32)}
 }
 
-// Add counts one sample of process pid, thread name comm and stack st that
-// stands for nanos nanoseconds of CPU time (its sample period). It is
-// AddSample with a key that holds only pid and comm.
-func (a *Aggregator) Add(pid uint32, comm string, st *symbolize.Stack, nanos int64) {
-	a.AddSample(SampleKey{PID: pid, Comm: comm}, st, nanos)
-}
-
-// AddSample counts one sample with key and stack st that stands for nanos
-// nanoseconds of CPU time (its sample period). Samples are merged when
-// every field of key is equal and st is the same pointer.
-//
-// Samples are merged by the st pointer, not by the frames it holds: the
-// caller must hand the same *symbolize.Stack for equal stacks of a process,
-// and must not change it afterwards; Samples hands it back. (InternStack
-// and AddStack merge by content instead.) Adding to an existing entry is
-// a few map lookups and allocates nothing.
-func (a *Aggregator) AddSample(key SampleKey, st *symbolize.Stack, nanos int64) {
-	id, ok := a.ptrIDs[st]
-	if !ok {
-		if a.ptrIDs == nil {
-			a.ptrIDs = make(map[*symbolize.Stack]StackID)
-		}
-		id = a.stacks.addPointer(st)
-		a.ptrIDs[st] = id
-	}
-	a.AddStack(key, id, nanos)
-}
-
 // AddStack counts one sample with key and the stack id (from InternStack
-// or AddSample of this Aggregator) that stands for nanos nanoseconds of
+// of this Aggregator) that stands for nanos nanoseconds of
 // CPU time (its sample period). Adding to an existing entry is a few map
 // lookups and allocates nothing.
 func (a *Aggregator) AddStack(key SampleKey, id StackID, nanos int64) {
@@ -189,7 +159,7 @@ func (a *Aggregator) Len() int {
 }
 
 // Total returns the number of samples added and the CPU time they stand
-// for, in nanoseconds (the sum of the nanos passed to Add).
+// for, in nanoseconds (the sum of the nanos passed to AddStack).
 func (a *Aggregator) Total() (count, nanos int64) {
 	return a.count, a.nanos
 }

@@ -8,8 +8,7 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
-// StackID identifies a stack held by one Aggregator: from InternStack, or
-// made by AddSample for a stack pointer.
+// StackID identifies a stack held by one Aggregator (InternStack).
 type StackID uint32
 
 // strID is a string of an Aggregator's string table; 0 is "".
@@ -94,7 +93,6 @@ type stackTable struct {
 	index map[hash128]StackID
 	off   chunks[uint32] // stack i is locs[off[i]:off[i+1]]
 	locs  chunks[uint32]
-	ptrs  map[StackID]*symbolize.Stack // stacks added by pointer (AddSample)
 }
 
 // InternStack returns the id of the stack st of process pid, to count
@@ -148,16 +146,6 @@ func (t *stackTable) add(ids []uint32) StackID {
 	}
 	t.off.append(uint32(t.locs.len()))
 	return StackID(t.off.len() - 2)
-}
-
-// addPointer makes a stack that stands for st itself.
-func (t *stackTable) addPointer(st *symbolize.Stack) StackID {
-	id := t.add(nil)
-	if t.ptrs == nil {
-		t.ptrs = make(map[StackID]*symbolize.Stack)
-	}
-	t.ptrs[id] = st
-	return id
 }
 
 // location returns the id of the location of frames, which share one

@@ -10,13 +10,11 @@ import (
 
 // Samples returns a new slice with one Sample per distinct key and stack,
 // sorted by pid, then tid, then comm (byte order), then cpu, then cgroup,
-// then stack (frame by frame from the leaf: address, then function name;
-// equal frames of two stacks added by pointer in the order they were
-// first added), so that the order does not depend on the order the
+// then stack (frame by frame from the leaf: address, then function name),
+// so that the order does not depend on the order the
 // samples arrived in. The Stacks are shared between the Samples of one
-// stack, and with the Aggregator: a stack added by pointer is that
-// pointer, an interned one is made once from its locations, on the first
-// call, and kept. The caller must not change them.
+// stack, and with the Aggregator: each is made once from its locations,
+// on the first call, and kept. The caller must not change them.
 func (a *Aggregator) Samples() []Sample {
 	a.build()
 	recs := a.recs.flat()
@@ -56,10 +54,6 @@ func (a *Aggregator) build() {
 	}
 	arena := make([]symbolize.Frame, 0, total)
 	for id := len(a.built); id < n; id++ {
-		if st, ok := t.ptrs[StackID(id)]; ok {
-			a.built = append(a.built, st)
-			continue
-		}
 		start := len(arena)
 		for j := *t.off.at(id); j < *t.off.at(id + 1); j++ {
 			from, to := a.locs.span(*t.locs.at(int(j)))

@@ -191,7 +191,7 @@ func (fx *fixture) aggregate() *Aggregator {
 	a := NewAggregator()
 	for _, c := range fixtureCounts {
 		for range c.n {
-			a.Add(c.pid, c.comm, fx.stacks[c.stack], fixturePeriod)
+			add(a, c.pid, c.comm, fx.stacks[c.stack], fixturePeriod)
 		}
 	}
 	return a

@@ -43,7 +43,7 @@ type FoldedOptions struct {
 	// the same name stay apart.
 	PerPID bool
 	// PerThread writes it as comm-PID/TID; the samples must have been
-	// aggregated by thread (Aggregator.AddSample with TID set).
+	// aggregated by thread (a SampleKey with TID set).
 	PerThread bool
 	// FullNames keeps C++ parameter lists in function names (perf's
 	// --full-names style); by default they are cut (symbolize.ShortName).

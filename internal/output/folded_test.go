@@ -124,9 +124,9 @@ func TestFoldedName(t *testing.T) {
 func TestFoldedPerPIDAndThread(t *testing.T) {
 	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "work"}}}
 	a := NewAggregator()
-	a.AddSample(SampleKey{PID: 7, TID: 8, Comm: "app"}, st, 1)
-	a.AddSample(SampleKey{PID: 7, TID: 9, Comm: "app"}, st, 1)
-	a.AddSample(SampleKey{PID: 10, TID: 10, Comm: "app"}, st, 1)
+	addSample(a, SampleKey{PID: 7, TID: 8, Comm: "app"}, st, 1)
+	addSample(a, SampleKey{PID: 7, TID: 9, Comm: "app"}, st, 1)
+	addSample(a, SampleKey{PID: 10, TID: 10, Comm: "app"}, st, 1)
 	for _, c := range []struct {
 		opts FoldedOptions
 		want string
@@ -148,7 +148,7 @@ func TestFoldedPerPIDAndThread(t *testing.T) {
 func TestFoldedFullNames(t *testing.T) {
 	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "ns::f(int, char const*)"}}}
 	a := NewAggregator()
-	a.Add(1, "app", st, 1)
+	add(a, 1, "app", st, 1)
 	for _, c := range []struct {
 		full bool
 		want string

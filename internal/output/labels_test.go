@@ -21,33 +21,34 @@ func (fx *fixture) aggregateByThread() *Aggregator {
 	a := NewAggregator()
 	for _, s := range fx.samples() {
 		m := s.meta
-		a.AddSample(SampleKey{PID: m.PID, TID: m.TID, CPU: m.CPU, Comm: m.Comm}, s.stack, fixturePeriod)
+		addSample(a, SampleKey{PID: m.PID, TID: m.TID, CPU: m.CPU, Comm: m.Comm}, s.stack, fixturePeriod)
 	}
 	return a
 }
 
-func TestAggregatorAddSample(t *testing.T) {
+func TestAggregatorKeys(t *testing.T) {
 	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "a"}}}
-	var a Aggregator
-	a.AddSample(SampleKey{PID: 7, TID: 8, CPU: 1, Comm: "w"}, st, 1)
-	a.AddSample(SampleKey{PID: 7, TID: 8, CPU: 1, Comm: "w"}, st, 2)
-	a.AddSample(SampleKey{PID: 7, TID: 8, CPU: 0, Comm: "w"}, st, 4)
-	a.AddSample(SampleKey{PID: 7, TID: 9, CPU: 0, Comm: "w"}, st, 8)
-	a.Add(7, "w", st, 16) // tid and cpu 0
-	a.AddSample(SampleKey{PID: 7, Comm: "w"}, st, 32)
+	a := &Aggregator{}
+	addSample(a, SampleKey{PID: 7, TID: 8, CPU: 1, Comm: "w"}, st, 1)
+	addSample(a, SampleKey{PID: 7, TID: 8, CPU: 1, Comm: "w"}, st, 2)
+	addSample(a, SampleKey{PID: 7, TID: 8, CPU: 0, Comm: "w"}, st, 4)
+	addSample(a, SampleKey{PID: 7, TID: 9, CPU: 0, Comm: "w"}, st, 8)
+	add(a, 7, "w", st, 16) // tid and cpu 0
+	addSample(a, SampleKey{PID: 7, Comm: "w"}, st, 32)
 	want := []Sample{
 		{PID: 7, TID: 0, CPU: 0, Comm: "w", Stack: st, Count: 2, Nanos: 48},
 		{PID: 7, TID: 8, CPU: 0, Comm: "w", Stack: st, Count: 1, Nanos: 4},
 		{PID: 7, TID: 8, CPU: 1, Comm: "w", Stack: st, Count: 2, Nanos: 3},
 		{PID: 7, TID: 9, CPU: 0, Comm: "w", Stack: st, Count: 1, Nanos: 8},
 	}
-	if got := a.Samples(); !slices.Equal(got, want) {
+	if got := a.Samples(); !slices.EqualFunc(got, want, sameSample) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 	k := SampleKey{PID: 1, TID: 2, CPU: 3, Comm: string([]byte("worker"))}
-	a.AddSample(k, st, 1)
-	if n := testing.AllocsPerRun(1000, func() { a.AddSample(k, st, 1) }); n != 0 {
-		t.Errorf("AddSample of a known sample allocates %v times, want 0", n)
+	id := a.InternStack(k.PID, st)
+	a.AddStack(k, id, 1)
+	if n := testing.AllocsPerRun(1000, func() { a.AddStack(k, id, 1) }); n != 0 {
+		t.Errorf("AddStack of a known sample allocates %v times, want 0", n)
 	}
 }
 
@@ -159,8 +160,8 @@ func TestPprofLabelsParse(t *testing.T) {
 func TestCgroupLabel(t *testing.T) {
 	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 0x10, Function: "work"}}}
 	a := NewAggregator()
-	a.AddSample(SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/a.service"}, st, 5)
-	a.AddSample(SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/b.service"}, st, 5)
+	addSample(a, SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/a.service"}, st, 5)
+	addSample(a, SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/b.service"}, st, 5)
 	p, err := BuildPprof(a.Samples(), Meta{Labels: []string{LabelComm, LabelCgroup}})
 	if err != nil {
 		t.Fatal(err)

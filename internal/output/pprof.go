@@ -57,7 +57,7 @@ type Meta struct {
 	// LabelTID, LabelComm, LabelCPU and LabelCgroup; nil means pid and comm, an empty
 	// slice none. The tid and cpu labels hold Sample.TID and Sample.CPU,
 	// so the samples must have been aggregated by thread and CPU
-	// (Aggregator.AddSample) for them to mean anything.
+	// (SampleKey.TID and CPU set) for them to mean anything.
 	Labels []string
 }
 
