@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +12,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	gpattach "github.com/gprofile/gprofile/internal/attach"
-	"github.com/gprofile/gprofile/internal/output"
-	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/recorder"
 )
 
 func signalNotify(ch chan os.Signal) { signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM) }
@@ -22,13 +21,19 @@ func signalNotify(ch chan os.Signal) { signal.Notify(ch, syscall.SIGINT, syscall
 // this often even when the BPF program has not woken it.
 const pollInterval = 100 * time.Millisecond
 
-// readLoop is internal/attach's Sampler.Run loop without the perf events:
-// it calls fn for every record until the reader is flushed and empty.
-func readLoop(rd *ringbuf.Reader, fn func([]byte)) (uint64, error) {
+// readLoop is internal/attach's Sampler.RunIdle loop without the perf
+// events: it calls fn for every record, and idle whenever the ring is
+// empty, until the reader is flushed and empty.
+func readLoop(rd *ringbuf.Reader, fn func([]byte), idle func()) (uint64, error) {
 	var rec ringbuf.Record
 	var n uint64
 	for {
-		rd.SetDeadline(time.Now().Add(pollInterval))
+		if rd.AvailableBytes() == 0 {
+			if idle != nil {
+				idle()
+			}
+			rd.SetDeadline(time.Now().Add(pollInterval))
+		}
 		err := rd.ReadInto(&rec)
 		switch {
 		case err == nil:
@@ -45,64 +50,51 @@ func readLoop(rd *ringbuf.Reader, fn func([]byte)) (uint64, error) {
 
 // bareLoop only counts records.
 func bareLoop(rd *ringbuf.Reader) (uint64, error) {
-	return readLoop(rd, func([]byte) {})
+	return readLoop(rd, func([]byte) {}, nil)
 }
 
-// gprofileLoop does per record what gprofile does: decode it
-// (attach.DecodeRecord) and add it (as cmd/gprofile's collector:
-// one map lookup by pid and raw IPs, symbolize a stack on first sight,
-// intern the comm, aggregate). sym is made before sampling starts, as
-// gprofile does (loading kallsyms takes a while).
-func gprofileLoop(rd *ringbuf.Reader, sym *symbolize.Symbolizer) (uint64, error) {
-	c := &collector{sym: sym, agg: output.NewAggregator(), stacks: map[string]*symbolize.Stack{}, comms: map[string]string{}}
-	var s gpattach.Sample
-	var bad error
-	n, err := readLoop(rd, func(raw []byte) {
-		if err := gpattach.DecodeRecord(raw, &s); err != nil {
-			bad = err
+// ringSource is a recorder.Source over the generator's ring buffer: it
+// decodes each record (attach.DecodeRecord) as the sampler does.
+type ringSource struct {
+	rd  *ringbuf.Reader
+	n   uint64 // records read
+	bad error  // the first record that did not decode
+}
+
+func (s *ringSource) RunIdle(ctx context.Context, fn func(*gpattach.Sample), idle func()) error {
+	var smp gpattach.Sample
+	n, err := readLoop(s.rd, func(raw []byte) {
+		if err := gpattach.DecodeRecord(raw, &smp); err != nil {
+			s.bad = err
 			return
 		}
-		c.add(&s)
-	})
-	if err == nil && bad != nil {
-		err = bad
+		fn(&smp)
+	}, idle)
+	s.n = n
+	return err
+}
+
+// newGprofile makes gprofile's recorder (internal/recorder: the reader
+// and worker goroutines, the stack memo, the symbolizer, the aggregate)
+// over rd. It is made before sampling starts, as gprofile does (the
+// kernel symbols load meanwhile).
+func newGprofile(rd *ringbuf.Reader) (*recorder.Recorder, *ringSource, error) {
+	src := &ringSource{rd: rd}
+	rec, err := recorder.New(recorder.Config{Source: src})
+	return rec, src, err
+}
+
+// gprofileLoop runs rec until the ring is flushed and returns the number
+// of records read.
+func gprofileLoop(rec *recorder.Recorder, src *ringSource) (uint64, error) {
+	res, err := rec.Run(context.Background())
+	if err == nil && src.bad != nil {
+		err = src.bad
 	}
-	if err == nil && c.agg.Len() == 0 {
+	if err == nil && res.Aggregate.Len() == 0 {
 		err = errors.New("aggregated nothing")
 	}
-	return n, err
-}
-
-// collector mirrors cmd/gprofile's collector.
-type collector struct {
-	sym    *symbolize.Symbolizer
-	agg    *output.Aggregator
-	stacks map[string]*symbolize.Stack
-	comms  map[string]string
-	key    []byte
-}
-
-func (c *collector) add(s *gpattach.Sample) {
-	k := binary.NativeEndian.AppendUint32(c.key[:0], s.PID)
-	k = binary.NativeEndian.AppendUint16(k, uint16(len(s.KernelIPs)))
-	for _, ip := range s.KernelIPs {
-		k = binary.NativeEndian.AppendUint64(k, ip)
-	}
-	for _, ip := range s.UserIPs {
-		k = binary.NativeEndian.AppendUint64(k, ip)
-	}
-	c.key = k
-	st, ok := c.stacks[string(k)]
-	if !ok {
-		st = c.sym.Stack(s.PID, s.KernelIPs, s.UserIPs)
-		c.stacks[string(k)] = st
-	}
-	comm, ok := c.comms[string(s.Comm)]
-	if !ok {
-		comm = string(s.Comm)
-		c.comms[comm] = comm
-	}
-	c.agg.Add(s.PID, comm, st, int64(s.Period))
+	return src.n, err
 }
 
 func writeTable(path string, rs []stepResult, d time.Duration) error {
@@ -116,7 +108,7 @@ func writeTable(path string, rs []stepResult, d time.Duration) error {
 		w = f
 	}
 	fmt.Fprintf(w, "## Ring buffer throughput (synthetic)\n\n")
-	fmt.Fprintf(w, "Records of gprofile's layout (%d-frame user stacks of the workload, 256 distinct leaf addresses) written by a BPF program at a fixed rate into a %d MiB ring buffer for %.0f s per step, read by one consumer pinned to its own CPU. *bare*: cilium/ebpf ringbuf.Reader loop that only counts; *gprofile*: the same loop plus gprofile's decode, stack cache, symbolizer and aggregator. Consumer CPU is the reading thread's CPU time over the step.\n\n",
+	fmt.Fprintf(w, "Records of gprofile's layout (%d-frame user stacks of the workload, 256 distinct leaf addresses) written by a BPF program at a fixed rate into a %d MiB ring buffer for %.0f s per step, read by one consumer pinned to its own CPU. *bare*: cilium/ebpf ringbuf.Reader loop that only counts; *gprofile*: gprofile's recorder (internal/recorder: decode, reader and worker goroutines, stack memo, symbolizer, aggregate) over the same loop. Consumer CPU is the process's CPU time over the step (for gprofile: both goroutines and the GC).\n\n",
 		22, ringBytes>>20, d.Seconds())
 	fmt.Fprintln(w, "| offered records/s | bare: delivered/s | bare: lost % | bare: consumer CPU % | gprofile: delivered/s | gprofile: lost % | gprofile: consumer CPU % | gprofile: µs/record |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -1,8 +1,8 @@
 // Command ringbuf measures how many ring buffer records per second a
 // consumer sustains without loss: a bare cilium/ebpf ringbuf.Reader loop
-// that only counts records, against gprofile's per-sample path (decode the
-// record, look its stack up by raw bytes, symbolize it on first sight with
-// internal/symbolize, add it to an internal/output.Aggregator).
+// that only counts records, against gprofile's recorder (internal/recorder
+// over the same ring: decode the record, hand it to the worker goroutine,
+// look its stack up in the memo, symbolize it on first sight, aggregate).
 //
 // The records are synthetic but shaped like gprofile's (bpf/profile.bpf.c
 // struct sample): a BPF program written with cilium/ebpf's asm package,
@@ -12,7 +12,7 @@
 // wakeup policy (no wakeup until a quarter of the ring is full) and the
 // reader polls every 100 ms like internal/attach. The workload keeps CPU 0
 // busy (a cpu-clock event does not fire at its rate on an idle CPU); the
-// consumer is pinned to CPU 1.
+// consumer (this process) is pinned to CPU 1.
 //
 //	sudo ringbuf -workload ./workload -o ringbuf.md
 package main
@@ -37,7 +37,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/recorder"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,6 +75,11 @@ func run(workload, out, steps string, d time.Duration) error {
 		return errors.New("needs 2 CPUs: one for the generator, one for the consumer")
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
+		return err
+	}
+	// The consumer (every thread of this process) runs on CPU 1, the
+	// workload and the generator on CPU 0.
+	if err := pinProcess(1); err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
@@ -165,12 +170,13 @@ func step(consumer string, k int, tmpl [][]byte, d time.Duration) (stepResult, e
 	}
 	defer rd.Close()
 
-	var sym *symbolize.Symbolizer
+	var rec *recorder.Recorder
+	var src *ringSource
 	if consumer == "gprofile" {
-		if sym, err = symbolize.New(symbolize.Options{}); err != nil {
+		if rec, src, err = newGprofile(rd); err != nil {
 			return res, err
 		}
-		defer sym.Close()
+		defer rec.Close()
 	}
 	type done struct {
 		n   uint64
@@ -179,19 +185,15 @@ func step(consumer string, k int, tmpl [][]byte, d time.Duration) (stepResult, e
 	}
 	fin := make(chan done, 1)
 	go func() {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(1)
-		unix.SchedSetaffinity(0, &set)
 		var n uint64
 		var err error
-		t0 := threadCPU()
+		t0 := processCPU()
 		if consumer == "bare" {
 			n, err = bareLoop(rd)
 		} else {
-			n, err = gprofileLoop(rd, sym)
+			n, err = gprofileLoop(rec, src)
 		}
-		fin <- done{n, threadCPU() - t0, err}
+		fin <- done{n, processCPU() - t0, err}
 	}()
 	fd, l, err := attach(prog)
 	if err != nil {
@@ -217,11 +219,34 @@ func step(consumer string, k int, tmpl [][]byte, d time.Duration) (stepResult, e
 	return res, nil
 }
 
-// threadCPU returns the calling thread's CPU time in seconds.
-func threadCPU() float64 {
+// processCPU returns the process's CPU time in seconds: the consumer's
+// goroutines, and the GC; the generator runs in BPF on CPU 0, charged to
+// the workload.
+func processCPU() float64 {
 	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts)
 	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
+
+// pinProcess puts every thread of this process on cpu; threads made
+// later inherit it from the thread that makes them.
+func pinProcess(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		var tid int
+		if _, err := fmt.Sscan(t.Name(), &tid); err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
 }
 
 func attach(prog *ebpf.Program) (int, link.Link, error) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gprofile/gprofile/internal/output"
-	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/recorder"
 )
 
 // The output formats, named as --format takes them.
@@ -47,14 +47,9 @@ func formatOf(flagValue string, folded bool, path string) (string, error) {
 	return formatPprof, nil
 }
 
-// streamer writes each sample as it arrives (text and JSON formats).
-type streamer interface {
-	WriteSample(m output.SampleMeta, st *symbolize.Stack) error
-}
-
 // newStreamer returns the per-sample writer of format on bw, or nil for
 // the aggregated formats.
-func newStreamer(format string, bw *bufio.Writer) streamer {
+func newStreamer(format string, bw *bufio.Writer) recorder.Sink {
 	switch format {
 	case formatText:
 		return output.NewTextWriter(bw)

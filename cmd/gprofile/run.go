@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
+	"github.com/gprofile/gprofile/internal/recorder"
 	"github.com/gprofile/gprofile/internal/symbolize"
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
 	"github.com/gprofile/gprofile/internal/symbolize/ksym"
@@ -30,7 +30,7 @@ func run(o *options) (int, error) {
 	if o.list {
 		return 0, attach.ListEvents(os.Stdout)
 	}
-	cfg, err := sampleConfig(o)
+	cfg, err := recorderConfig(o)
 	if err != nil {
 		return 1, err
 	}
@@ -45,43 +45,25 @@ func run(o *options) (int, error) {
 			return 1, err
 		}
 		defer kid.kill()
-		cfg.PIDs, cfg.AtExec = []uint32{uint32(kid.cmd.Process.Pid)}, true
-	}
-
-	// New opens the kernel symbol lookup in the background (about 2 ms;
-	// when it cannot load, kallsyms is listed instead, 40-70 ms).
-	sym, err := symbolize.New(symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: ksym.LoadIter, CacheDir: o.cacheDir, Debuginfod: debuginfodConfig()})
-	if err != nil {
-		return 1, err
-	}
-	defer sym.Close()
-	s, err := attach.Open(cfg)
-	if err != nil {
-		return 1, err
-	}
-	defer s.Close()
-	if err := s.Enable(); err != nil {
-		return 1, err
-	}
-	// -d counts from here, where sampling starts: the samples taken while
-	// kernel symbols finish loading wait in the ring buffer (sized for a
-	// quarter of a second of them).
-	start := time.Now()
-	ctx, stop := stopContext(o.duration, out, kid)
-	defer stop()
-	// Note waits for the kernel symbols, which load in the background
-	// meanwhile.
-	for _, note := range []string{sym.Note()} {
-		if note != "" && !o.quiet {
-			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
-		}
+		cfg.Sampling.PIDs, cfg.Sampling.AtExec = []uint32{uint32(kid.cmd.Process.Pid)}, true
 	}
 	bw := bufio.NewWriterSize(out.writer(), 1<<16)
-	c := newCollector(sym, o.labels, newStreamer(o.format, bw))
-	c.tid = c.tid || o.perTID
-	if slices.Contains(o.labels, output.LabelCgroup) {
-		if c.cgroups, err = attach.NewCgroupNames(); err != nil {
-			return 1, err
+	cfg.Stream = newStreamer(o.format, bw)
+	// New opens the kernel symbol lookup in the background (about 2 ms;
+	// when it cannot load, kallsyms is listed instead, 40-70 ms) and
+	// starts sampling: -d counts from there, and the samples taken while
+	// kernel symbols finish loading wait in the ring buffer (sized for a
+	// quarter of a second of them).
+	rec, err := recorder.New(cfg)
+	if err != nil {
+		return 1, err
+	}
+	defer rec.Close()
+	ctx, stop := stopContext(o.duration, out, kid)
+	defer stop()
+	if !o.quiet {
+		for _, note := range rec.Notes() { // waits for the kernel symbols
+			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 		}
 	}
 	if kid != nil {
@@ -89,35 +71,18 @@ func run(o *options) (int, error) {
 			return 1, err
 		}
 	}
-	st := startStatus(o, s, start)
-	err = collect(ctx, s, sym, c, st)
+	st := startStatus(o, rec)
+	res, err := rec.Run(ctx)
 	st.stop()
-	writeDevHeapProfile()
 	if err != nil {
 		return 1, err
 	}
-	elapsed := time.Since(start)
-	counters, err := s.Counters()
-	if err != nil {
-		return 1, err
-	}
-	// Every sample is symbolized: the symbolizer's caches (DWARF
-	// sections, kallsyms) can go before the profile is built, which then
-	// reuses their memory rather than adding to the peak RSS.
-	symStats := sym.Stats()
-	// The unnamed-frame line counts the frames kept, after the junk cut
-	// (frame-pointer walks through code without frame pointers read
-	// stack words as return addresses), not every frame symbolized.
-	symStats.Frames = c.frames.Frames
-	sym.Close()
-	symNotes := sym.Notes() // after Close: downloads cancelled count as unfinished
-	runtime.GC()
-	if err := writeProfile(o, out, bw, c, s, start, elapsed, counters); err != nil {
+	if err := writeProfile(o, out, bw, &res); err != nil {
 		return 1, err
 	}
 	if !o.quiet {
-		summarize(os.Stderr, o, c, s, elapsed, counters, symStats)
-		for _, note := range symNotes {
+		summarize(os.Stderr, o, &res)
+		for _, note := range res.SymbolNotes {
 			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 		}
 	}
@@ -125,6 +90,18 @@ func run(o *options) (int, error) {
 		return exitCode(kid.wait()), nil
 	}
 	return 0, nil
+}
+
+// recorderConfig turns the flags into the recorder's configuration.
+func recorderConfig(o *options) (recorder.Config, error) {
+	sc, err := sampleConfig(o)
+	return recorder.Config{
+		Sampling:      sc,
+		Symbolize:     symbolize.Options{KernelLookup: openKernelLookup, KallsymsIter: ksym.LoadIter, CacheDir: o.cacheDir, Debuginfod: debuginfodConfig()},
+		Labels:        o.labels,
+		PerThread:     o.perTID,
+		AfterSampling: writeDevHeapProfile,
+	}, err
 }
 
 // debuginfodConfig reads the debuginfod client's configuration from
@@ -269,17 +246,17 @@ func stopContext(d time.Duration, out *outFile, kid *child) (context.Context, co
 
 // writeProfile writes the aggregated formats (text and JSON were streamed
 // into bw already), flushes, and commits the output file.
-func writeProfile(o *options, out *outFile, bw *bufio.Writer, c *collector, s *attach.Sampler, start time.Time, elapsed time.Duration, cn attach.Counters) error {
-	err := c.err
+func writeProfile(o *options, out *outFile, bw *bufio.Writer, res *recorder.Result) error {
+	err := res.StreamErr
 	if err == nil {
 		switch o.format {
 		case formatFolded:
-			err = output.WriteFoldedOptions(bw, c.agg.Samples(), output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID, FullNames: o.fullName})
+			err = output.WriteFoldedOptions(bw, res.Aggregate.Samples(), output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID, FullNames: o.fullName})
 		case formatHTML:
-			title := fmt.Sprintf("gprofile: %s, %d samples, %.1f s", s.Event().Name, c.samples, elapsed.Seconds())
-			err = output.WriteFlameHTML(bw, c.agg.Samples(), title)
+			title := fmt.Sprintf("gprofile: %s, %d samples, %.1f s", res.Event.Name, res.Samples, res.Elapsed.Seconds())
+			err = output.WriteFlameHTML(bw, res.Aggregate.Samples(), title)
 		case formatPprof:
-			err = output.WritePprof(bw, c.agg.Samples(), pprofMeta(o, s, start, elapsed, cn))
+			err = output.WritePprof(bw, res.Aggregate.Samples(), pprofMeta(o, res))
 		}
 	}
 	if err == nil {
@@ -296,9 +273,9 @@ func writeProfile(o *options, out *outFile, bw *bufio.Writer, c *collector, s *a
 
 // pprofMeta describes the run for the pprof profile: the value type and
 // period follow the event (cpu/nanoseconds for cpu-clock at 1e9/f ns).
-func pprofMeta(o *options, s *attach.Sampler, start time.Time, elapsed time.Duration, cn attach.Counters) output.Meta {
-	ev := s.Event()
-	m := output.Meta{Start: start, Duration: elapsed, Comments: comments(o, s, cn), Labels: o.labels}
+func pprofMeta(o *options, res *recorder.Result) output.Meta {
+	ev := res.Event
+	m := output.Meta{Start: res.Start, Duration: res.Elapsed, Comments: comments(o, res), Labels: o.labels}
 	if ev.SampleType != "cpu" {
 		m.ValueType, m.ValueUnit = ev.SampleType, "count"
 	}
@@ -317,13 +294,14 @@ func isBrokenPipe(err error) bool {
 	return err != nil && errors.Is(err, syscall.EPIPE)
 }
 
-func comments(o *options, s *attach.Sampler, cn attach.Counters) []string {
+func comments(o *options, res *recorder.Result) []string {
+	cn := res.Counters
 	var uts unix.Utsname
 	unix.Uname(&uts)
 	host, _ := os.Hostname()
 	return []string{
 		"command: " + strings.Join(o.args, " "),
-		fmt.Sprintf("event: %s, %s, cpus: %v", s.Event().Name, rate(o, s.Event()), s.CPUs()),
+		fmt.Sprintf("event: %s, %s, cpus: %v", res.Event.Name, rate(o, res.Event), res.CPUs),
 		fmt.Sprintf("kernel: %s, host: %s", unix.ByteSliceToString(uts.Release[:]), host),
 		fmt.Sprintf("samples lost: %d (ring buffer full), stacks not taken: kernel %d, user %d",
 			cn.Lost, cn.KernelStackErrors, cn.UserStackErrors),
@@ -343,9 +321,9 @@ func rate(o *options, ev attach.Event) string {
 
 // summarize prints the top table, the end-of-run line (and a second one about unnamed
 // frames, when there are any).
-func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed time.Duration, cn attach.Counters, st symbolize.Stats) {
+func summarize(w io.Writer, o *options, res *recorder.Result) {
 	if o.output != "-" {
-		output.WriteTop(w, c.agg.Samples(), 10)
+		output.WriteTop(w, res.Aggregate.Samples(), 10)
 	}
 	where := "to stdout"
 	view := ""
@@ -358,11 +336,12 @@ func summarize(w io.Writer, o *options, c *collector, s *attach.Sampler, elapsed
 			view = "; open it in a browser"
 		}
 	}
-	if missed := s.MissedCPUs(); len(missed) > 0 {
+	if missed := res.MissedCPUs; len(missed) > 0 {
 		fmt.Fprintf(w, "gprofile: cpus %v came online during the run and were not sampled\n", missed)
 	}
 	fmt.Fprintf(w, "gprofile: %d samples (%d lost) in %.1f s on %d CPUs (%s) written %s%s\n",
-		c.samples, cn.Lost, elapsed.Seconds(), len(s.CPUs()), s.Event().Name, where, view)
+		res.Samples, res.Counters.Lost, res.Elapsed.Seconds(), len(res.CPUs), res.Event.Name, where, view)
+	st := res.Symbols
 	if line := st.String(); line != "" { // frames of distinct stacks as kept (junk cut), each counted once
 		fmt.Fprintf(w, "gprofile: %s\n", line)
 	}

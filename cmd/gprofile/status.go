@@ -3,10 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
-	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/recorder"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,23 +13,20 @@ import (
 // the duration), samples, samples lost and CPUs. It shows only when
 // stderr is a terminal and -q is not given.
 type status struct {
-	samples atomic.Uint64
-	done    chan struct{}
-	exited  chan struct{}
+	done   chan struct{}
+	exited chan struct{}
 }
 
 // startStatus starts the status line, or returns an inert status.
-func startStatus(o *options, s *attach.Sampler, start time.Time) *status {
+func startStatus(o *options, rec *recorder.Recorder) *status {
 	st := &status{}
 	if o.quiet || !isTerminal(os.Stderr) {
 		return st
 	}
 	st.done, st.exited = make(chan struct{}), make(chan struct{})
-	go st.loop(o, s, start)
+	go st.loop(o, rec)
 	return st
 }
-
-func (st *status) tick(samples uint64) { st.samples.Store(samples) }
 
 // stop removes the line.
 func (st *status) stop() {
@@ -42,7 +38,7 @@ func (st *status) stop() {
 	fmt.Fprint(os.Stderr, "\r\033[K")
 }
 
-func (st *status) loop(o *options, s *attach.Sampler, start time.Time) {
+func (st *status) loop(o *options, rec *recorder.Recorder) {
 	defer close(st.exited)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
@@ -57,11 +53,11 @@ func (st *status) loop(o *options, s *attach.Sampler, start time.Time) {
 			of = fmt.Sprintf(" / %.0fs", o.duration.Seconds())
 		}
 		lost := uint64(0)
-		if c, err := s.Counters(); err == nil {
+		if c, err := rec.Counters(); err == nil {
 			lost = c.Lost
 		}
 		fmt.Fprintf(os.Stderr, "\r\033[Kgprofile: %.1fs%s, %d samples, %d lost, %d CPUs (Ctrl-C to stop)",
-			time.Since(start).Seconds(), of, st.samples.Load(), lost, len(s.CPUs()))
+			time.Since(rec.Start()).Seconds(), of, rec.Samples(), lost, len(rec.CPUs()))
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestCollectorEvictsExited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCollector(sym, nil, nil)
+	c := newCollector(sym, nil, false, nil)
 	sec := uint64(time.Second)
 	sample := func(pid uint32, at uint64, flags uint32) *attach.Sample {
 		return &attach.Sample{PID: pid, TID: pid, TimeNs: at, Period: 1, Flags: flags, Comm: []byte("w"), UserIPs: []uint64{0x1000}}
@@ -42,24 +42,24 @@ func TestCollectorEvictsExited(t *testing.T) {
 // TestCanonicalStacks: the same code of the same binary in two processes
 // (different load addresses) shares one stack; JIT code does not.
 func TestCanonicalStacks(t *testing.T) {
-	c := newCollector(nil, nil, nil)
+	c := newCollector(nil, nil, false, nil)
 	lib := func(start uint64) *symbolize.Mapping {
 		return &symbolize.Mapping{Start: start, Limit: start + 0x1000, Offset: 0x2000, Path: "/lib/x.so", Device: 1, Inode: 2}
 	}
 	stack := func(m *symbolize.Mapping, off uint64) *symbolize.Stack {
 		return &symbolize.Stack{Frames: []symbolize.Frame{{Address: m.Start + off, Function: "f", Mapping: m}}}
 	}
-	a := c.canonical(1, stack(lib(0x10000), 0x10))
-	b := c.canonical(2, stack(lib(0x70000), 0x10))
+	a := c.agg.InternStack(1, stack(lib(0x10000), 0x10))
+	b := c.agg.InternStack(2, stack(lib(0x70000), 0x10))
 	if a != b {
 		t.Error("same binary, same offset, two pids: two stacks")
 	}
-	if c.canonical(2, stack(lib(0x70000), 0x20)) == a {
+	if c.agg.InternStack(2, stack(lib(0x70000), 0x20)) == a {
 		t.Error("another offset shares the stack")
 	}
 	anon := func(pid uint32) output.StackID {
 		m := &symbolize.Mapping{Start: 0x5000, Limit: 0x6000, Path: "[anon]"}
-		return c.canonical(pid, stack(m, 0x10))
+		return c.agg.InternStack(pid, stack(m, 0x10))
 	}
 	if anon(1) == anon(2) {
 		t.Error("JIT code of two processes shares a stack")
@@ -111,7 +111,7 @@ func TestCollectorCountsKeptFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sym.Close()
-	c := newCollector(sym, nil, nil)
+	c := newCollector(sym, nil, false, nil)
 	c.add(&attach.Sample{PID: 7, TID: 7, TimeNs: 1, Period: 1, Comm: []byte("w"),
 		UserIPs: []uint64{0x400010, 0x7000000, 0x7001000}})
 	var kept uint64

@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"encoding/binary"
@@ -21,7 +21,7 @@ func BenchmarkHotPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sym.Close()
-	c := newCollector(sym, nil, nil)
+	c := newCollector(sym, nil, false, nil)
 	pcs := []uint64{
 		uint64(reflect.ValueOf(BenchmarkHotPath).Pointer()),
 		uint64(reflect.ValueOf(newCollector).Pointer()),

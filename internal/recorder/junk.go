@@ -1,30 +1,14 @@
-package main
+package recorder
+
+// This file holds what the recorder knows about frame-pointer walks gone
+// wrong: the junk cut. It works on symbolized stacks (names, mappings)
+// and asks the symbolizer whether an address follows a call
+// (BadReturnAddress), so it cannot live in internal/unwind, which must
+// not import the symbolizer.
 
 import (
-	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
-
-// stackEntry is what the collector keeps per raw stack of a process.
-type stackEntry struct {
-	// id is the stack in the aggregate, shared by every process whose
-	// stack has the same frames at the same file offsets of the same
-	// binaries (output.Aggregator.InternStack).
-	id output.StackID
-	// st holds this process's frames, addresses as sampled, for the
-	// per-sample text and JSON output; nil when nothing streams.
-	st *symbolize.Stack
-	// retry says not to memoize the entry: a frame lay in no known
-	// mapping, which a later read of the process's maps may fix.
-	retry bool
-}
-
-// canonical returns the id of st, a stack of process pid, in the
-// aggregate: stacks with the same content share one (see
-// output.Aggregator.InternStack).
-func (c *collector) canonical(pid uint32, st *symbolize.Stack) output.StackID {
-	return c.agg.InternStack(pid, st)
-}
 
 // junkCheck tells whether a return address of a user stack surely is
 // none (symbolize.Symbolizer.BadReturnAddress of the stack's process).

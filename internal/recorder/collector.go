@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"encoding/binary"
@@ -23,7 +23,8 @@ import (
 type collector struct {
 	sym     *symbolize.Symbolizer
 	agg     *output.Aggregator
-	stream  streamer                          // per-sample writer, or nil
+	sinks   []Sink                            // agg, then the stream, if any
+	stream  bool                              // a sink needs Record.Frames
 	stacks  map[uint32]map[rawHash]stackEntry // pid -> hash of raw IPs -> stack
 	gen     uint64                            // sym.Generation() the memo was made at
 	seed    maphash.Seed                      // of rawHash
@@ -31,13 +32,28 @@ type collector struct {
 	exited  []exited                          // processes to evict, oldest first
 	comms   map[string]string                 // interned comm strings
 	key     []byte                            // reused raw IPs buffer
+	rec     output.Record                     // reused: the sample handed to the sinks
 	tid     bool                              // aggregate by thread (tid label)
 	cpu     bool                              // aggregate by CPU (cpu label)
 	cgroups *attach.CgroupNames               // names cgroups (cgroup label), or nil
 	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	frames  symbolize.Stats // Frames: the frames of the stacks kept, junk cut, by Reason
-	err     error           // first error of the stream writer
+	err     error           // first error of the stream sink
+}
+
+// stackEntry is what the collector keeps per raw stack of a process.
+type stackEntry struct {
+	// id is the stack in the aggregate, shared by every process whose
+	// stack has the same frames at the same file offsets of the same
+	// binaries (output.Aggregator.InternStack).
+	id output.StackID
+	// st holds this process's frames, addresses as sampled, for the
+	// per-sample text and JSON output; nil when nothing streams.
+	st *symbolize.Stack
+	// retry says not to memoize the entry: a frame lay in no known
+	// mapping, which a later read of the process's maps may fix.
+	retry bool
 }
 
 // rawHash is a 128-bit hash of a raw stack (kernel and user IPs): a memo
@@ -50,19 +66,26 @@ type rawHash [2]uint64
 // cache) as they come back.
 const maxMemo = 1 << 14
 
-func newCollector(sym *symbolize.Symbolizer, labels []string, stream streamer) *collector {
-	return &collector{
+// newCollector returns a collector that symbolizes with sym, aggregates
+// by the labels (output.Label*; perThread adds the thread) and hands
+// every sample to stream too when it is not nil.
+func newCollector(sym *symbolize.Symbolizer, labels []string, perThread bool, stream Sink) *collector {
+	c := &collector{
 		sym:    sym,
 		agg:    output.NewAggregator(),
-		stream: stream,
 		stacks: map[uint32]map[rawHash]stackEntry{},
 		seed:   maphash.MakeSeed(),
 		mult:   maphash.Comparable(maphash.MakeSeed(), 0) | 1,
 		comms:  map[string]string{},
-		tid:    slices.Contains(labels, output.LabelTID),
+		tid:    perThread || slices.Contains(labels, output.LabelTID),
 		cpu:    slices.Contains(labels, output.LabelCPU),
 		wall0:  monotonicEpoch(),
 	}
+	c.sinks = []Sink{c.agg}
+	if stream != nil {
+		c.sinks, c.stream = append(c.sinks, stream), true
+	}
+	return c
 }
 
 // monotonicEpoch returns the wall-clock time at which CLOCK_MONOTONIC
@@ -86,13 +109,23 @@ type exited struct {
 	timeNs uint64
 }
 
-// add is the per-sample hot path. Every sample weighs its period: ns for
-// cpu-clock, events for the others.
+// add takes one record of the worker's queue: each kind of record has
+// its own path. The sampler sends CPU samples (the stacks of the
+// sampling event) and process exits; exec records stay with the reader
+// (pipeline). Other kinds of samples (off-CPU time, probe hits) get
+// their case here, and their own weight and aggregate.
 func (c *collector) add(s *attach.Sample) {
-	if s.Flags&attach.FlagProcessExit != 0 {
+	switch {
+	case s.Flags&attach.FlagProcessExit != 0:
 		c.exited = append(c.exited, exited{s.PID, s.TimeNs})
-		return
+	default:
+		c.addStack(s)
 	}
+}
+
+// addStack is the per-sample hot path. Every sample weighs its period:
+// ns for cpu-clock, events for the others.
+func (c *collector) addStack(s *attach.Sample) {
 	if len(c.exited) > 0 && s.TimeNs > c.exited[0].timeNs+uint64(evictDelay) {
 		c.evict(s.TimeNs)
 	}
@@ -103,7 +136,8 @@ func (c *collector) add(s *attach.Sample) {
 		clear(c.stacks)
 	}
 	c.samples++
-	h := c.rawHash(s)
+	user := c.userIPs(s)
+	h := c.rawHash(s.KernelIPs, user)
 	memo := c.stacks[s.PID]
 	if memo == nil || len(memo) >= maxMemo {
 		memo = map[rawHash]stackEntry{}
@@ -111,45 +145,63 @@ func (c *collector) add(s *attach.Sample) {
 	}
 	e, ok := memo[h]
 	if !ok {
-		e = c.symbolize(s)
+		e = c.symbolize(s.PID, s.KernelIPs, user)
 		if !e.retry {
 			memo[h] = e
 		}
 	}
+	c.emit(s, &e)
+}
+
+// userIPs returns the user stack of s, leaf first: the IPs the BPF
+// program's frame-pointer walk gave. This is the one place a sample
+// becomes user IPs: an unwinder (internal/unwind, over the sample's
+// registers and stack window, and a Process adapter over the
+// symbolizer's process table) goes here, before the memo, which is then
+// keyed by the unwound IPs.
+func (c *collector) userIPs(s *attach.Sample) []uint64 {
+	return s.UserIPs
+}
+
+// emit hands the sample s of memo entry e to the sinks: the aggregate,
+// and the per-sample writer while it has not failed.
+func (c *collector) emit(s *attach.Sample, e *stackEntry) {
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
 		comm = string(s.Comm)
 		c.comms[comm] = comm
 	}
-	key := output.SampleKey{PID: s.PID, Comm: comm}
+	r := &c.rec
+	r.Key = output.SampleKey{PID: s.PID, Comm: comm}
 	if c.tid {
-		key.TID = s.TID
+		r.Key.TID = s.TID
 	}
 	if c.cpu {
-		key.CPU = s.CPU
+		r.Key.CPU = s.CPU
 	}
 	if c.cgroups != nil {
-		key.Cgroup = c.cgroups.Name(s.CgroupID)
+		r.Key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
-	c.agg.AddStack(key, e.id, int64(s.Period))
-	if c.stream != nil && c.err == nil {
-		m := output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
-		c.err = c.stream.WriteSample(m, e.st)
+	r.Stack, r.Frames, r.Weight = e.id, e.st, int64(s.Period)
+	c.sinks[0].Add(r) // the aggregate, which never fails
+	if c.stream && c.err == nil {
+		r.Meta = output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
+		c.err = c.sinks[1].Add(r)
 	}
 }
 
-// rawHash hashes the raw stack of s: maphash of its bytes, and a
-// polynomial over its IPs with a random odd multiplier, so that a clash
-// needs both 64-bit halves to clash.
-func (c *collector) rawHash(s *attach.Sample) rawHash {
+// rawHash hashes a raw stack: maphash of its bytes, and a polynomial
+// over its IPs with a random odd multiplier, so that a clash needs both
+// 64-bit halves to clash.
+func (c *collector) rawHash(kernel, user []uint64) rawHash {
 	ne := binary.NativeEndian
-	h2 := uint64(len(s.KernelIPs))
-	k := ne.AppendUint16(c.key[:0], uint16(len(s.KernelIPs)))
-	for _, ip := range s.KernelIPs {
+	h2 := uint64(len(kernel))
+	k := ne.AppendUint16(c.key[:0], uint16(len(kernel)))
+	for _, ip := range kernel {
 		k = ne.AppendUint64(k, ip)
 		h2 = (h2 ^ ip) * c.mult
 	}
-	for _, ip := range s.UserIPs {
+	for _, ip := range user {
 		k = ne.AppendUint64(k, ip)
 		h2 = (h2 ^ ip) * c.mult
 	}
@@ -157,18 +209,17 @@ func (c *collector) rawHash(s *attach.Sample) rawHash {
 	return rawHash{maphash.Bytes(c.seed, k), h2}
 }
 
-// symbolize makes the memo entry of the raw stack of s, seen for the
-// first time in its process: symbolized, cut after its junk frames,
-// interned in the aggregate.
-func (c *collector) symbolize(s *attach.Sample) stackEntry {
-	pid := s.PID
-	st := c.sym.Stack(pid, s.KernelIPs, s.UserIPs)
+// symbolize makes the memo entry of a raw stack of process pid, seen for
+// the first time in it: symbolized, cut after its junk frames, interned
+// in the aggregate.
+func (c *collector) symbolize(pid uint32, kernel, user []uint64) stackEntry {
+	st := c.sym.Stack(pid, kernel, user)
 	st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
 	for i := range st.Frames {
 		c.frames.Frames[st.Frames[i].Reason]++
 	}
-	e := stackEntry{id: c.canonical(pid, st), retry: hasNoMapping(st)}
-	if c.stream != nil {
+	e := stackEntry{id: c.agg.InternStack(pid, st), retry: hasNoMapping(st)}
+	if c.stream {
 		e.st = st
 	}
 	return e

@@ -1,10 +1,9 @@
-package main
+package recorder
 
 import (
 	"context"
 
 	"github.com/gprofile/gprofile/internal/attach"
-	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
 // queueLen is how many samples may wait between the ring buffer reader
@@ -17,15 +16,16 @@ const queueLen = 8192
 // empty (Sampler.RunIdle), so batching adds no latency.
 const batchLen = 64
 
-// collect reads samples on this goroutine and symbolizes and aggregates
-// them on another, so that a slow symbolization (the first lookup in a
+// collect reads samples from the source on this goroutine and
+// symbolizes and aggregates them on another, so that a slow symbolization (the first lookup in a
 // large binary reads its DWARF) does not stop the ring buffer from being
 // drained. The reader tells the symbolizer about each process as soon as
 // it sees it (Observe), so that a process that exits while its samples
 // wait in the queue still gets names. Samples travel in batches of up to
 // batchLen, in order, and batches are reused. It returns when sampling
-// has ended and every sample is in c.
-func collect(ctx context.Context, s *attach.Sampler, sym *symbolize.Symbolizer, c *collector, st *status) error {
+// has ended and every sample is in r.c.
+func (r *Recorder) collect(ctx context.Context) error {
+	c, sym := r.c, r.sym
 	work := make(chan []*attach.Sample, queueLen/batchLen)
 	free := make(chan []*attach.Sample, queueLen/batchLen)
 	done := make(chan struct{})
@@ -50,18 +50,19 @@ func collect(ctx context.Context, s *attach.Sampler, sym *symbolize.Symbolizer, 
 	}
 	var n uint64
 	var settled settledStacks
-	err := s.RunIdle(ctx, func(smp *attach.Sample) {
+	err := r.src.RunIdle(ctx, func(smp *attach.Sample) {
 		if smp.Flags&attach.FlagProcessExec != 0 {
 			settled.clear()
 			sym.ObserveExec(smp.PID) // its new program, while it lives
 			return
 		}
 		if smp.Flags&attach.FlagProcessExit == 0 {
+			// The raw user IPs: the ones the worker's userIPs starts from.
 			if key := settled.key(smp.PID, smp.UserIPs); !settled.has(key) && sym.ObserveStack(smp.PID, smp.UserIPs) {
 				settled.add(key)
 			}
 			n++
-			st.tick(n)
+			r.samples.Store(n)
 		} else {
 			settled.clear()
 		}

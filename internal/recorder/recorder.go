@@ -1,0 +1,219 @@
+package recorder
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/output"
+	"github.com/gprofile/gprofile/internal/symbolize"
+)
+
+// Config says what to record and where the samples go.
+type Config struct {
+	// Sampling configures the sampler that New opens and enables
+	// (attach.Open); the caller checks it against the user's input first.
+	// It is ignored when Source is set.
+	Sampling attach.Config
+	// Source, when not nil, gives the samples instead of a sampler that New
+	// opens: for benchmarks and tests that make their own records. Result
+	// then has no counters, event or CPUs.
+	Source Source
+	// Symbolize configures the symbolizer (symbolize.New).
+	Symbolize symbolize.Options
+	// Labels are the output.Label* names the aggregate keys samples by,
+	// besides the pid and comm it always keys them by: LabelTID,
+	// LabelCPU, LabelCgroup; others are ignored here.
+	Labels []string
+	// PerThread keys the aggregate by thread without the tid label (for
+	// folded stacks per thread).
+	PerThread bool
+	// Stream, when not nil, gets every sample as it is symbolized, with
+	// its frames (output.TextWriter, output.JSONWriter). Its first error
+	// stops it (Result.StreamErr); recording goes on.
+	Stream Sink
+	// AfterSampling, when not nil, is called once sampling has ended and
+	// every sample is aggregated, before the symbolizer's caches go:
+	// everything gathered is still in memory (gprofile's
+	// GPROFILE_MEMPROFILE heap profile).
+	AfterSampling func()
+}
+
+// Sink takes the samples of a run, one at a time, on the recorder's
+// worker goroutine: output.Aggregator, output.TextWriter and
+// output.JSONWriter are sinks. The Record is valid only during the call.
+type Sink interface {
+	Add(r *output.Record) error
+}
+
+// Source delivers samples: an *attach.Sampler, or for benchmarks any
+// reader of records in its layout.
+type Source interface {
+	// RunIdle calls fn for every sample, in order, on the calling
+	// goroutine, until ctx is done or the samples end, and calls idle
+	// whenever it is about to wait for more (attach.Sampler.RunIdle). The
+	// Sample is valid only during fn.
+	RunIdle(ctx context.Context, fn func(*attach.Sample), idle func()) error
+}
+
+// Result is what a run gathered.
+type Result struct {
+	// Aggregate holds every sample, merged by key and stack.
+	Aggregate *output.Aggregator
+	// Samples is the number of samples recorded (process exit and exec
+	// records are not samples).
+	Samples uint64
+	// Start is when sampling began (the sampler was enabled); Elapsed is
+	// how long it ran, wall clock.
+	Start   time.Time
+	Elapsed time.Duration
+	// Counters are the sampler's counters at the end (samples lost, stacks
+	// not taken); zero with Config.Source.
+	Counters attach.Counters
+	// Event is the event sampled, CPUs the CPUs sampled, MissedCPUs the
+	// CPUs that came online during the run and were not sampled; zero
+	// with Config.Source.
+	Event      attach.Event
+	CPUs       []int
+	MissedCPUs []int
+	// Symbols are the symbolizer's statistics, with Frames counting the
+	// frames of the distinct stacks as kept (after the junk cut), each
+	// stack once, by symbolize.Reason.
+	Symbols symbolize.Stats
+	// SymbolNotes are the symbolizer's end-of-run notes
+	// (symbolize.Symbolizer.Notes: debuginfod downloads, unfinished ones
+	// included).
+	SymbolNotes []string
+	// StreamErr is the first error of Config.Stream, or nil.
+	StreamErr error
+}
+
+// A Recorder samples, symbolizes and aggregates one run: New opens it,
+// Run records until its context is done, Close releases it.
+type Recorder struct {
+	cfg     Config
+	sym     *symbolize.Symbolizer
+	sampler *attach.Sampler // nil with Config.Source
+	src     Source
+	c       *collector
+	start   time.Time
+	samples atomic.Uint64 // samples read so far, for a status line
+}
+
+// New opens the symbolizer (which starts loading kernel symbols in the
+// background) and, unless cfg.Source is set, opens and enables the
+// sampler: samples start to gather in the ring buffer from here, and
+// Result.Elapsed counts from here. Its errors are those of symbolize.New,
+// attach.Open, attach.Sampler.Enable and attach.NewCgroupNames (with the
+// cgroup label); on error, everything opened is closed.
+func New(cfg Config) (_ *Recorder, err error) {
+	r := &Recorder{cfg: cfg, src: cfg.Source}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.sym, err = symbolize.New(cfg.Symbolize); err != nil {
+		return nil, err
+	}
+	if r.src == nil {
+		if r.sampler, err = attach.Open(cfg.Sampling); err != nil {
+			return nil, err
+		}
+		if err = r.sampler.Enable(); err != nil {
+			return nil, err
+		}
+		r.src = r.sampler
+	}
+	r.start = time.Now()
+	r.c = newCollector(r.sym, cfg.Labels, cfg.PerThread, cfg.Stream)
+	if slices.Contains(cfg.Labels, output.LabelCgroup) {
+		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Notes returns the lines worth telling the user before the run (why
+// kernel symbols are read from /proc/kallsyms: symbolize.Symbolizer.Note).
+// It waits for the kernel symbols to load.
+func (r *Recorder) Notes() []string {
+	if n := r.sym.Note(); n != "" {
+		return []string{n}
+	}
+	return nil
+}
+
+// Start returns when sampling began.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// Samples returns the number of samples read so far; safe to call from
+// any goroutine while Run runs.
+func (r *Recorder) Samples() uint64 { return r.samples.Load() }
+
+// Counters returns the sampler's counters now (attach.Sampler.Counters);
+// zero with Config.Source.
+func (r *Recorder) Counters() (attach.Counters, error) {
+	if r.sampler == nil {
+		return attach.Counters{}, nil
+	}
+	return r.sampler.Counters()
+}
+
+// CPUs returns the CPUs sampled; nil with Config.Source.
+func (r *Recorder) CPUs() []int {
+	if r.sampler == nil {
+		return nil
+	}
+	return r.sampler.CPUs()
+}
+
+// Run records until ctx is done (or the Source ends), then reads what is
+// left in the ring buffer, and returns what it gathered. Every sample is
+// symbolized by then: Run closes the symbolizer, whose caches (DWARF
+// sections, kallsyms) the caller's output then reuses instead of adding
+// to the peak RSS. Its errors are those of reading the ring buffer and of
+// the sampler's counters. Run is called once.
+func (r *Recorder) Run(ctx context.Context) (Result, error) {
+	err := r.collect(ctx)
+	elapsed := time.Since(r.start)
+	if r.cfg.AfterSampling != nil {
+		r.cfg.AfterSampling()
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	// Continuous profiling would hand the aggregate off here every
+	// interval and start a new one; the memo's stack ids belong to the
+	// aggregate, so the memo would start anew with it.
+	res := Result{Aggregate: r.c.agg, Samples: r.c.samples, Start: r.start, Elapsed: elapsed, StreamErr: r.c.err}
+	if r.sampler != nil {
+		if res.Counters, err = r.sampler.Counters(); err != nil {
+			return Result{}, err
+		}
+		res.Event, res.CPUs, res.MissedCPUs = r.sampler.Event(), r.sampler.CPUs(), r.sampler.MissedCPUs()
+	}
+	res.Symbols = r.sym.Stats()
+	res.Symbols.Frames = r.c.frames.Frames
+	r.sym.Close()
+	res.SymbolNotes = r.sym.Notes() // after Close: downloads cancelled count as unfinished
+	runtime.GC()
+	return res, nil
+}
+
+// Close closes the sampler and the symbolizer. It is idempotent and safe
+// after a New that failed part way.
+func (r *Recorder) Close() error {
+	var err error
+	if r.sampler != nil {
+		err = r.sampler.Close()
+	}
+	if r.sym != nil {
+		r.sym.Close()
+	}
+	return err
+}
