@@ -299,13 +299,17 @@ func comments(o *options, res *recorder.Result) []string {
 	var uts unix.Utsname
 	unix.Uname(&uts)
 	host, _ := os.Hostname()
-	return []string{
+	lines := []string{
 		"command: " + strings.Join(o.args, " "),
-		fmt.Sprintf("event: %s, %s, cpus: %v", res.Event.Name, rate(o, res.Event), res.CPUs),
+		fmt.Sprintf("event: %s, %s, cpus: %v, call graph: %s", res.Event.Name, rate(o, res.Event), res.CPUs, o.callGraph.String()),
 		fmt.Sprintf("kernel: %s, host: %s", unix.ByteSliceToString(uts.Release[:]), host),
 		fmt.Sprintf("samples lost: %d (ring buffer full), stacks not taken: kernel %d, user %d",
 			cn.Lost, cn.KernelStackErrors, cn.UserStackErrors),
 	}
+	if line := recorder.StopSummary(res.UserStacks); line != "" {
+		lines = append(lines, line+"; a cut stack's root frame is "+recorder.TruncatedFrame)
+	}
+	return lines
 }
 
 // rate describes how often the event is sampled.
@@ -341,6 +345,9 @@ func summarize(w io.Writer, o *options, res *recorder.Result) {
 	}
 	fmt.Fprintf(w, "gprofile: %d samples (%d lost) in %.1f s on %d CPUs (%s) written %s%s\n",
 		res.Samples, res.Counters.Lost, res.Elapsed.Seconds(), len(res.CPUs), res.Event.Name, where, view)
+	if line := recorder.StopSummary(res.UserStacks); line != "" {
+		fmt.Fprintf(w, "gprofile: %s\n", line)
+	}
 	st := res.Symbols
 	if line := st.String(); line != "" { // frames of distinct stacks as kept (junk cut), each counted once
 		fmt.Fprintf(w, "gprofile: %s\n", line)

@@ -145,7 +145,7 @@ func (c *collector) addStack(s *attach.Sample) {
 	}
 	e, ok := memo[h]
 	if !ok {
-		e = c.symbolize(s.PID, s.KernelIPs, user)
+		e = c.symbolize(s.PID, s.KernelIPs, user, s.Flags&attach.FlagUserRegs != 0)
 		if !e.retry {
 			memo[h] = e
 		}
@@ -210,11 +210,17 @@ func (c *collector) rawHash(kernel, user []uint64) rawHash {
 }
 
 // symbolize makes the memo entry of a raw stack of process pid, seen for
-// the first time in it: symbolized, cut after its junk frames, interned
-// in the aggregate.
-func (c *collector) symbolize(pid uint32, kernel, user []uint64) stackEntry {
+// the first time in it: symbolized, cut after its junk frames (a
+// frame-pointer walk's; an unwound stack has none, and the interrupted
+// pc of a signal frame there follows no call), its TruncatedIP root
+// named TruncatedFrame, interned in the aggregate.
+func (c *collector) symbolize(pid uint32, kernel, user []uint64, unwound bool) stackEntry {
 	st := c.sym.Stack(pid, kernel, user)
-	st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
+	if !unwound {
+		st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
+	} else if n := len(st.Frames); n > 0 && len(user) > 0 && user[len(user)-1] == TruncatedIP {
+		st.Frames[n-1] = symbolize.Frame{Address: TruncatedIP, Function: TruncatedFrame, SystemName: TruncatedFrame}
+	}
 	for i := range st.Frames {
 		c.frames.Frames[st.Frames[i].Reason]++
 	}

@@ -25,7 +25,7 @@ const batchLen = 64
 // batchLen, in order, and batches are reused. It returns when sampling
 // has ended and every sample is in r.c.
 func (r *Recorder) collect(ctx context.Context) error {
-	c, sym := r.c, r.sym
+	c, sym, us := r.c, r.sym, r.us
 	work := make(chan []*attach.Sample, queueLen/batchLen)
 	free := make(chan []*attach.Sample, queueLen/batchLen)
 	done := make(chan struct{})
@@ -53,10 +53,15 @@ func (r *Recorder) collect(ctx context.Context) error {
 	err := r.src.RunIdle(ctx, func(smp *attach.Sample) {
 		if smp.Flags&attach.FlagProcessExec != 0 {
 			settled.clear()
+			us.forget(smp.PID)
 			sym.ObserveExec(smp.PID) // its new program, while it lives
 			return
 		}
 		if smp.Flags&attach.FlagProcessExit == 0 {
+			// With CallGraphDWARF the user stack is unwound here, where
+			// its window is (in the ring buffer), rather than copied
+			// through the queue (up to 64 KiB a sample, 8192 samples).
+			us.unwindSample(smp)
 			// The raw user IPs: the ones the worker's userIPs starts from.
 			if key := settled.key(smp.PID, smp.UserIPs); !settled.has(key) && sym.ObserveStack(smp.PID, smp.UserIPs) {
 				settled.add(key)
@@ -65,6 +70,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 			r.samples.Store(n)
 		} else {
 			settled.clear()
+			us.forget(smp.PID)
 		}
 		if batch == nil {
 			select {
@@ -94,6 +100,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 func copySample(dst, src *attach.Sample) {
 	comm, kips, uips := dst.Comm, dst.KernelIPs, dst.UserIPs
 	*dst = *src
+	dst.Stack = nil // in the ring buffer: the reader unwound it already
 	dst.Comm = append(comm[:0], src.Comm...)
 	dst.KernelIPs = append(kips[:0], src.KernelIPs...)
 	dst.UserIPs = append(uips[:0], src.UserIPs...)

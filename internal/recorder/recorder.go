@@ -10,6 +10,7 @@ import (
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
 	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/unwind"
 )
 
 // Config says what to record and where the samples go.
@@ -89,6 +90,10 @@ type Result struct {
 	SymbolNotes []string
 	// StreamErr is the first error of Config.Stream, or nil.
 	StreamErr error
+	// UserStacks counts the samples whose user stack was unwound
+	// (attach.CallGraphDWARF) by the reason the unwind stopped, indexed
+	// by unwind.Stop (StopComplete: whole); StopSummary describes it.
+	UserStacks [unwind.NumStops]uint64
 }
 
 // A Recorder samples, symbolizes and aggregates one run: New opens it,
@@ -99,6 +104,7 @@ type Recorder struct {
 	sampler *attach.Sampler // nil with Config.Source
 	src     Source
 	c       *collector
+	us      *userStacks // unwinds user stacks on the reader's goroutine
 	start   time.Time
 	samples atomic.Uint64 // samples read so far, for a status line
 }
@@ -130,6 +136,7 @@ func New(cfg Config) (_ *Recorder, err error) {
 	}
 	r.start = time.Now()
 	r.c = newCollector(r.sym, cfg.Labels, cfg.PerThread, cfg.Stream)
+	r.us = newUserStacks(r.sym)
 	if slices.Contains(cfg.Labels, output.LabelCgroup) {
 		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {
 			return nil, err
@@ -190,7 +197,8 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 	// Continuous profiling would hand the aggregate off here every
 	// interval and start a new one; the memo's stack ids belong to the
 	// aggregate, so the memo would start anew with it.
-	res := Result{Aggregate: r.c.agg, Samples: r.c.samples, Start: r.start, Elapsed: elapsed, StreamErr: r.c.err}
+	res := Result{Aggregate: r.c.agg, Samples: r.c.samples, Start: r.start, Elapsed: elapsed, StreamErr: r.c.err,
+		UserStacks: r.us.Stops()}
 	if r.sampler != nil {
 		if res.Counters, err = r.sampler.Counters(); err != nil {
 			return Result{}, err

@@ -92,6 +92,7 @@ type procMapping struct {
 	reason  Reason          // why bin is nil: NoSymbol, NoAccess or BadELF
 	bias    uint64          // process address - ELF address
 	biasOK  bool
+	code    *CodeObject // for CodeAt, once asked
 }
 
 // procPath returns <ProcRoot>/<pid>/<name>.

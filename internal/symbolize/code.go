@@ -1,0 +1,107 @@
+package symbolize
+
+import (
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// CodeKind says what kind of code a CodeObject holds, which decides how
+// an unwinder steps through its frames.
+type CodeKind uint8
+
+const (
+	// CodeELF is an ELF file mapped from disk (its .eh_frame or
+	// .debug_frame, else frame pointers).
+	CodeELF CodeKind = iota
+	// CodeJIT is executable memory with no file: JIT code (perf map
+	// /tmp/perf-PID.map, or none): frame pointers only.
+	CodeJIT
+	// CodeVDSO is the kernel's vDSO ([vdso]), whose image is the same in
+	// every 64-bit process of the running kernel.
+	CodeVDSO
+)
+
+// CodeObject is the executable mapping of a process that holds an
+// address, as an unwinder needs it: which file (for its CFI), where it
+// is loaded. Data source: /proc/PID/maps as last read (at exec, or when
+// an address fell outside every mapping), and the file's ELF headers.
+type CodeObject struct {
+	// Start and Limit bound the mapping [Start, Limit), process addresses.
+	Start, Limit uint64
+	// Key identifies the file's content: its GNU build ID (hex) when it
+	// has one, else "dev:inode"; "" for CodeJIT and CodeVDSO.
+	Key string
+	// Bias is process address minus ELF virtual address, bytes (the
+	// mapping's start for the vDSO, which is linked at 0).
+	Bias uint64
+	// Path opens the file from this process: <ProcRoot>/PID/root/<path>
+	// while the process lives, else the path itself when it is the
+	// same inode there; "" for CodeJIT and CodeVDSO, or when neither opens.
+	Path string
+	// Kind is CodeELF, CodeJIT or CodeVDSO.
+	Kind CodeKind
+}
+
+// CodeAt returns the executable mapping of process pid that holds addr,
+// reading the process's maps on first sight and opening the mapping's
+// file on first use (as Stack does for a frame there). An address in no
+// mapping at all makes the maps be read again (rate-limited, as for
+// ObserveStack: the dynamic loader maps libraries after the exec-time
+// read). It reports false for an address in no executable mapping. The
+// result is computed once per mapping; later calls cost a lock and a
+// binary search.
+func (s *Symbolizer) CodeAt(pid uint32, addr uint64) (CodeObject, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.process(pid)
+	m := p.find(addr)
+	if m == nil && addr >= minCodeAddr && !p.gone && !p.inData(addr) && s.now().Sub(p.lastRead) >= p.reread {
+		s.readMaps(p)
+		m = p.find(addr)
+	}
+	if m == nil {
+		return CodeObject{}, false
+	}
+	if m.code == nil {
+		if !m.opened {
+			s.open(p, m)
+		}
+		m.code = s.codeObject(p, m)
+	}
+	return *m.code, true
+}
+
+// codeObject describes the opened mapping m of p for CodeAt.
+func (s *Symbolizer) codeObject(p *process, m *procMapping) *CodeObject {
+	e := &m.entry
+	c := &CodeObject{Start: e.Start, Limit: e.Limit, Bias: m.bias}
+	switch {
+	case e.Path == "[vdso]":
+		c.Kind = CodeVDSO
+		if !m.biasOK {
+			c.Bias = e.Start
+		}
+		return c
+	case !isFilePath(e.Path):
+		c.Kind = CodeJIT
+		return c
+	}
+	if !m.biasOK {
+		// No ELF headers to read (the file could not be opened or is
+		// not ELF): an unwinder cannot place its CFI.
+		c.Kind = CodeJIT
+		return c
+	}
+	c.Key = m.mapping.BuildID
+	if c.Key == "" {
+		c.Key = strconv.FormatUint(e.Device, 16) + ":" + strconv.FormatUint(e.Inode, 10)
+	}
+	var st unix.Stat_t
+	if path := s.procPath(p.pid, "root") + e.Path; unix.Stat(path, &st) == nil && (e.Inode == 0 || st.Ino == e.Inode) {
+		c.Path = path
+	} else if unix.Stat(e.Path, &st) == nil && st.Ino == e.Inode {
+		c.Path = e.Path
+	}
+	return c
+}
