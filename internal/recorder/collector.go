@@ -36,6 +36,7 @@ type collector struct {
 	tid     bool                              // aggregate by thread (tid label)
 	cpu     bool                              // aggregate by CPU (cpu label)
 	cgroups *attach.CgroupNames               // names cgroups (cgroup label), or nil
+	us      *userStacks                       // unwinds the samples the reader deferred
 	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	frames  symbolize.Stats // Frames: the frames of the stacks kept, junk cut, by Reason
@@ -154,12 +155,16 @@ func (c *collector) addStack(s *attach.Sample) {
 }
 
 // userIPs returns the user stack of s, leaf first: the IPs the BPF
-// program's frame-pointer walk gave. This is the one place a sample
-// becomes user IPs: an unwinder (internal/unwind, over the sample's
-// registers and stack window, and a Process adapter over the
-// symbolizer's process table) goes here, before the memo, which is then
-// keyed by the unwound IPs.
+// program's frame-pointer walk gave, or that the reader unwound
+// (CallGraphDWARF); a sample the reader deferred, because its unwind
+// needed a table not built yet, carries its stack window and is unwound
+// here, building the table. This is the one place a sample becomes user
+// IPs, before the memo, which is keyed by them.
 func (c *collector) userIPs(s *attach.Sample) []uint64 {
+	if s.Stack != nil {
+		c.us.unwindSample(s)
+		s.Stack = nil // a copy for this sample only: let it go
+	}
 	return s.UserIPs
 }
 

@@ -50,6 +50,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 	}
 	var n uint64
 	var settled settledStacks
+	deferred := false // the sample's unwind waits for the worker
 	err := r.src.RunIdle(ctx, func(smp *attach.Sample) {
 		if smp.Flags&attach.FlagProcessExec != 0 {
 			settled.clear()
@@ -61,7 +62,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 			// With CallGraphDWARF the user stack is unwound here, where
 			// its window is (in the ring buffer), rather than copied
 			// through the queue (up to 64 KiB a sample, 8192 samples).
-			us.unwindSample(smp)
+			deferred = !us.unwindSample(smp)
 			// The raw user IPs: the ones the worker's userIPs starts from.
 			if key := settled.key(smp.PID, smp.UserIPs); !settled.has(key) && sym.ObserveStack(smp.PID, smp.UserIPs) {
 				settled.add(key)
@@ -69,6 +70,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 			n++
 			r.samples.Store(n)
 		} else {
+			deferred = false
 			settled.clear()
 			us.forget(smp.PID)
 		}
@@ -85,7 +87,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 		if cp == nil {
 			cp = new(attach.Sample)
 		}
-		copySample(cp, smp)
+		copySample(cp, smp, deferred)
 		if batch = append(batch, cp); len(batch) == batchLen {
 			send()
 		}
@@ -96,11 +98,16 @@ func (r *Recorder) collect(ctx context.Context) error {
 	return err
 }
 
-// copySample copies src into dst, reusing dst's slices.
-func copySample(dst, src *attach.Sample) {
+// copySample copies src into dst, reusing dst's slices. The stack window
+// is copied (into a new slice, which the worker drops once it has
+// unwound it) only when withStack: it points into the ring buffer.
+func copySample(dst, src *attach.Sample, withStack bool) {
 	comm, kips, uips := dst.Comm, dst.KernelIPs, dst.UserIPs
 	*dst = *src
-	dst.Stack = nil // in the ring buffer: the reader unwound it already
+	dst.Stack = nil
+	if withStack {
+		dst.Stack = append([]byte{}, src.Stack...)
+	}
 	dst.Comm = append(comm[:0], src.Comm...)
 	dst.KernelIPs = append(kips[:0], src.KernelIPs...)
 	dst.UserIPs = append(uips[:0], src.UserIPs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,7 +137,9 @@ func New(cfg Config) (_ *Recorder, err error) {
 	}
 	r.start = time.Now()
 	r.c = newCollector(r.sym, cfg.Labels, cfg.PerThread, cfg.Stream)
-	r.us = newUserStacks(r.sym)
+	u, built := unwind.New(unwind.Options{}), new(sync.Map)
+	r.us = newUserStacks(r.sym, u, built, false)
+	r.c.us = newUserStacks(r.sym, u, built, true)
 	if slices.Contains(cfg.Labels, output.LabelCgroup) {
 		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {
 			return nil, err
@@ -198,7 +201,7 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 	// interval and start a new one; the memo's stack ids belong to the
 	// aggregate, so the memo would start anew with it.
 	res := Result{Aggregate: r.c.agg, Samples: r.c.samples, Start: r.start, Elapsed: elapsed, StreamErr: r.c.err,
-		UserStacks: r.us.Stops()}
+		UserStacks: addStops(r.us.stops, r.c.us.stops)}
 	if r.sampler != nil {
 		if res.Counters, err = r.sampler.Counters(); err != nil {
 			return Result{}, err

@@ -3,6 +3,7 @@ package recorder
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/symbolize"
@@ -20,54 +21,72 @@ const TruncatedIP = 1
 const TruncatedFrame = "[truncated]"
 
 // userStacks unwinds the user stacks of samples taken with
-// attach.CallGraphDWARF, on the ring buffer reader's goroutine, before
-// a sample is queued: the stack window (up to 64 KiB, pointing into the
-// ring buffer) then never needs a copy, and the queue carries user IPs
-// as in frame-pointer mode. The Process adapter keeps, per process, the
-// objects it has looked up, so that the steady state takes no lock of
-// the symbolizer's.
+// attach.CallGraphDWARF. The ring buffer reader unwinds a sample before
+// it is queued, with the tables already built: the stack window (up to
+// 64 KiB, pointing into the ring buffer) then needs no copy, and the
+// queue carries user IPs as in frame-pointer mode. A sample that needs a
+// table not built yet (a binary's first samples: node's takes 230 ms)
+// goes to the worker with a copy of its window, and the worker builds
+// the table and unwinds it there: the reader never waits for a build,
+// and no first sample of a new binary is lost. One userStacks per
+// goroutine; they share the Unwinder (safe for concurrent use) and the
+// set of built tables.
 type userStacks struct {
-	u     *unwind.Unwinder
-	sym   *symbolize.Symbolizer
-	procs map[uint32]*codeProcess
-	buf   []uint64
-	stops [unwind.NumStops]uint64 // samples by the reason their unwind stopped
+	u      *unwind.Unwinder
+	sym    *symbolize.Symbolizer
+	built  *sync.Map // cache keys (unwind.Object.Key) of tables built
+	load   bool      // the worker's: build tables as needed
+	procs  map[uint32]*codeProcess
+	buf    []uint64
+	stops  [unwind.NumStops]uint64 // samples by the reason their unwind stopped
+	defers uint64                  // samples handed to the worker
 }
 
-func newUserStacks(sym *symbolize.Symbolizer) *userStacks {
-	return &userStacks{u: unwind.New(unwind.Options{}), sym: sym, procs: map[uint32]*codeProcess{}}
+// newUserStacks returns the reader's userStacks (load false) or the
+// worker's (load true), sharing u and built.
+func newUserStacks(sym *symbolize.Symbolizer, u *unwind.Unwinder, built *sync.Map, load bool) *userStacks {
+	return &userStacks{u: u, sym: sym, built: built, load: load, procs: map[uint32]*codeProcess{}}
 }
 
 // unwindSample replaces smp.UserIPs with the unwound user stack of a
 // sample with user registers (attach.FlagUserRegs), leaf first, ending
-// with TruncatedIP when the unwind was cut. Other samples are left as
-// they are.
-func (us *userStacks) unwindSample(smp *attach.Sample) {
+// with TruncatedIP when the unwind was cut, and reports true. The
+// reader's reports false, leaving smp as it is, when the unwind needs a
+// table not built yet: the sample goes to the worker (deferSample).
+// Other samples are left as they are (true).
+func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	if smp.Flags&attach.FlagUserRegs == 0 {
-		return
+		return true
 	}
 	p := us.procs[smp.PID]
 	if p == nil {
-		p = &codeProcess{sym: us.sym, pid: smp.PID}
-		us.procs[smp.PID] = p
+		p = &codeProcess{sym: us.sym, pid: smp.PID, built: us.built, load: us.load}
+		if !us.load {
+			// The worker sees no exec records to drop a process's
+			// objects at (forget): it keeps none across samples.
+			us.procs[smp.PID] = p
+		}
 	}
+	p.missing = false
 	regs := unwind.Regs(smp.Regs)
 	ips, stop := us.u.Unwind(us.buf[:0], p, &regs, smp.Stack)
+	us.buf = ips
+	if p.missing {
+		us.defers++
+		return false
+	}
 	us.stops[stop]++
 	if stop.Truncated() {
 		ips = append(ips, TruncatedIP)
+		us.buf = ips
 	}
-	us.buf = ips
 	smp.UserIPs = ips
+	return true
 }
 
 // forget drops what is cached about process pid: it exec'd (its
 // mappings changed) or exited.
 func (us *userStacks) forget(pid uint32) { delete(us.procs, pid) }
-
-// Stops returns the samples unwound, by the reason their unwind stopped
-// (index unwind.Stop; 0 unused).
-func (us *userStacks) Stops() [unwind.NumStops]uint64 { return us.stops }
 
 // StopSummary describes stops (samples by unwind.Stop) in one line, such
 // as "user stacks: 1980 complete, 20 cut (window 12, no-cfi 8)"; "" when
@@ -96,31 +115,64 @@ func StopSummary(stops [unwind.NumStops]uint64) string {
 // executable mappings it has asked about, from the symbolizer's process
 // table (symbolize.Symbolizer.CodeAt).
 type codeProcess struct {
-	sym  *symbolize.Symbolizer
-	pid  uint32
-	objs []symbolize.CodeObject // looked up so far, most recent last
+	sym     *symbolize.Symbolizer
+	pid     uint32
+	objs    []symbolize.CodeObject // looked up so far, most recent last
+	built   *sync.Map              // keys of tables built
+	load    bool                   // Object may return objects whose table is not built
+	missing bool                   // Object met an object whose table is not built (!load)
 }
 
 // maxCodeObjects bounds codeProcess.objs: a process's stacks touch a few
 // objects; past this many the oldest go first.
 const maxCodeObjects = 32
 
-// Object returns the object that holds pc (unwind.Process).
+// Object returns the object that holds pc (unwind.Process). Without
+// load, an object whose table is not built yet ends the walk (as no
+// object) and sets missing; with load, it is marked built, since the
+// Unwinder builds it now.
 func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
+	var c *symbolize.CodeObject
 	for i := len(p.objs) - 1; i >= 0; i-- {
-		if c := &p.objs[i]; pc >= c.Start && pc < c.Limit {
-			return unwindObject(c), true
+		if o := &p.objs[i]; pc >= o.Start && pc < o.Limit {
+			c = o
+			break
 		}
 	}
-	c, ok := p.sym.CodeAt(p.pid, pc)
-	if !ok {
-		return unwind.Object{}, false
+	if c == nil {
+		co, ok := p.sym.CodeAt(p.pid, pc)
+		if !ok {
+			return unwind.Object{}, false
+		}
+		if len(p.objs) == maxCodeObjects {
+			p.objs = append(p.objs[:0], p.objs[1:]...)
+		}
+		p.objs = append(p.objs, co)
+		c = &p.objs[len(p.objs)-1]
 	}
-	if len(p.objs) == maxCodeObjects {
-		p.objs = append(p.objs[:0], p.objs[1:]...)
+	o := unwindObject(c)
+	if o.Kind != unwind.KindJIT {
+		key := tableKey(o)
+		if p.load {
+			p.built.Store(key, true)
+		} else if _, ok := p.built.Load(key); !ok {
+			p.missing = true
+			return unwind.Object{}, false
+		}
 	}
-	p.objs = append(p.objs, c)
-	return unwindObject(&c), true
+	return o, true
+}
+
+// tableKey is the key the Unwinder caches obj's table by: its Key, else
+// its path ([vdso] for the vDSO's).
+func tableKey(o unwind.Object) string {
+	switch {
+	case o.Key != "":
+		return o.Key
+	case o.Kind == unwind.KindVDSO && o.Path == "":
+		return "[vdso]"
+	}
+	return o.Path
 }
 
 // unwindObject turns the symbolizer's description of a mapping into the
@@ -134,4 +186,12 @@ func unwindObject(c *symbolize.CodeObject) unwind.Object {
 		o.Kind = unwind.KindVDSO
 	}
 	return o
+}
+
+// addStops returns a + b, counts of samples by unwind.Stop.
+func addStops(a, b [unwind.NumStops]uint64) [unwind.NumStops]uint64 {
+	for i := range a {
+		a[i] += b[i]
+	}
+	return a
 }
