@@ -37,7 +37,6 @@ type userStacks struct {
 	built  *sync.Map // cache keys (unwind.Object.Key) of tables built
 	load   bool      // the worker's: build tables as needed
 	procs  map[uint32]*codeProcess
-	buf    []uint64
 	stops  [unwind.NumStops]uint64 // samples by the reason their unwind stopped
 	defers uint64                  // samples handed to the worker
 }
@@ -69,8 +68,9 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	}
 	p.missing = false
 	regs := unwind.Regs(smp.Regs)
-	ips, stop := us.u.Unwind(us.buf[:0], p, &regs, smp.Stack)
-	us.buf = ips
+	// Into smp's own buffer (empty: no frame-pointer IPs with
+	// registers): a sample in the worker's queue owns its slices.
+	ips, stop := us.u.Unwind(smp.UserIPs[:0], p, &regs, smp.Stack)
 	if p.missing {
 		us.defers++
 		return false
@@ -78,7 +78,6 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	us.stops[stop]++
 	if stop.Truncated() {
 		ips = append(ips, TruncatedIP)
-		us.buf = ips
 	}
 	smp.UserIPs = ips
 	return true
@@ -128,9 +127,10 @@ type codeProcess struct {
 const maxCodeObjects = 32
 
 // Object returns the object that holds pc (unwind.Process). Without
-// load, an object whose table is not built yet ends the walk (as no
-// object) and sets missing; with load, it is marked built, since the
-// Unwinder builds it now.
+// load (on the reader's goroutine), an object whose file the symbolizer
+// has not read or whose table is not built yet ends the walk (as no
+// object) and sets missing; with load (on the worker's, which reads
+// binaries for Stack), both happen now.
 func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 	var c *symbolize.CodeObject
 	for i := len(p.objs) - 1; i >= 0; i-- {
@@ -140,8 +140,11 @@ func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 		}
 	}
 	if c == nil {
-		co, ok := p.sym.CodeAt(p.pid, pc)
-		if !ok {
+		co, st := p.sym.CodeAt(p.pid, pc, p.load)
+		if st == symbolize.CodeNotRead {
+			p.missing = true
+		}
+		if st != symbolize.CodeFound {
 			return unwind.Object{}, false
 		}
 		if len(p.objs) == maxCodeObjects {

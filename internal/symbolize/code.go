@@ -44,14 +44,15 @@ type CodeObject struct {
 }
 
 // CodeAt returns the executable mapping of process pid that holds addr,
-// reading the process's maps on first sight and opening the mapping's
-// file on first use (as Stack does for a frame there). An address in no
-// mapping at all makes the maps be read again (rate-limited, as for
-// ObserveStack: the dynamic loader maps libraries after the exec-time
-// read). It reports false for an address in no executable mapping. The
-// result is computed once per mapping; later calls cost a lock and a
-// binary search.
-func (s *Symbolizer) CodeAt(pid uint32, addr uint64) (CodeObject, bool) {
+// reading the process's maps on first sight. An address in no mapping at
+// all makes the maps be read again (rate-limited, as for ObserveStack:
+// the dynamic loader maps libraries after the exec-time read). With open,
+// the mapping's file is read on first use, as Stack does for a frame
+// there, and CodeAt must be called where Stack is (one goroutine reads
+// binaries: s.mu is released while it does); without open, a mapping
+// whose file has not been read yet gives CodeNotRead. The result is
+// computed once per mapping; later calls cost a lock and a binary search.
+func (s *Symbolizer) CodeAt(pid uint32, addr uint64, open bool) (CodeObject, CodeStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.process(pid)
@@ -61,16 +62,35 @@ func (s *Symbolizer) CodeAt(pid uint32, addr uint64) (CodeObject, bool) {
 		m = p.find(addr)
 	}
 	if m == nil {
-		return CodeObject{}, false
+		return CodeObject{}, CodeNone
 	}
 	if m.code == nil {
-		if !m.opened {
+		if !m.opened && open {
 			s.open(p, m)
+		}
+		// A file mapping is read when its Binary or the reason it has
+		// none is set; open sets opened first and releases s.mu while
+		// it reads the file.
+		if !m.opened || isFilePath(m.entry.Path) && m.bin == nil && m.reason == ReasonNone {
+			return CodeObject{}, CodeNotRead
 		}
 		m.code = s.codeObject(p, m)
 	}
-	return *m.code, true
+	return *m.code, CodeFound
 }
+
+// CodeStatus is what CodeAt found.
+type CodeStatus uint8
+
+const (
+	// CodeFound: the CodeObject is set.
+	CodeFound CodeStatus = iota
+	// CodeNone: no executable mapping holds the address.
+	CodeNone
+	// CodeNotRead: the mapping's file has not been read yet (CodeAt
+	// without open).
+	CodeNotRead
+)
 
 // codeObject describes the opened mapping m of p for CodeAt.
 func (s *Symbolizer) codeObject(p *process, m *procMapping) *CodeObject {

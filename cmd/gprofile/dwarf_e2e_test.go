@@ -1,0 +1,197 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/recorder"
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// The end-to-end tests of whole user stacks (issue 13): each builds a
+// workload from testdata/dwarf/ (or testdata/sym/) into t.TempDir() the
+// way a distribution builds by default, without frame pointers, profiles
+// it with gprofile --call-graph dwarf at 999 Hz, and requires its whole
+// expected chain, in order, in at least 95% of its samples (others may
+// sit between), with no stack of the chain cut ([truncated]).
+
+const dwarfSrc = "testdata/dwarf/"
+
+// dwarfProfile runs gprofile -E -f 999 --call-graph dwarf -- argv and
+// returns the folded stacks.
+func dwarfProfile(t *testing.T, argv ...string) []byte {
+	t.Helper()
+	out, stderr, code := runGprofile(t, append([]string{"-E", "-f", "999", "--call-graph", "dwarf", "--"}, argv...)...)
+	if code != 0 {
+		t.Fatalf("gprofile -- %v: exit %d", argv, code)
+	}
+	if !strings.Contains(string(stderr), "user stacks: ") {
+		t.Errorf("no user stacks line in the summary: %s", stderr)
+	}
+	return out
+}
+
+// dwarfCheck requires want (root first, after the comm) in at least 95%
+// of the samples of comm that hold anchor (all of comm's when anchor is
+// ""), and at least 100 such samples; a chained stack must not be cut.
+func dwarfCheck(t *testing.T, folded []byte, comm, anchor string, want ...string) {
+	t.Helper()
+	total, chained, cut := 0, 0, 0
+	var top []foldedLine
+	for _, l := range parseFolded(t, folded) {
+		if l.frames[0] != comm || anchor != "" && !slices.Contains(l.frames, anchor) {
+			continue
+		}
+		frames := make([]string, len(l.frames)-1)
+		for i, f := range l.frames[1:] {
+			frames[i] = symFrame(f)
+		}
+		total += l.count
+		if hasChain(frames, want) {
+			chained += l.count
+			if slices.Contains(frames, recorder.TruncatedFrame) {
+				cut += l.count
+			}
+		}
+		top = append(top, l)
+	}
+	slices.SortFunc(top, func(a, b foldedLine) int { return b.count - a.count })
+	var sb strings.Builder
+	for i := 0; i < len(top) && i < 8; i++ {
+		fmt.Fprintf(&sb, "%d× %s\n", top[i].count, strings.Join(top[i].frames, ";"))
+	}
+	t.Logf("%s: %d samples, %d hold the chain (%d of them cut)", comm, total, chained, cut)
+	if total < 100 {
+		t.Fatalf("%d samples of %s, want at least 100\n%s", total, comm, sb.String())
+	}
+	if chained*100 < total*95 {
+		t.Errorf("%d of %d samples of %s hold %s, want 95%%\n%s", chained, total, comm, strings.Join(want, ";"), sb.String())
+	}
+	if cut != 0 {
+		t.Errorf("%d samples hold the chain under a %s root", cut, recorder.TruncatedFrame)
+	}
+}
+
+// TestDwarfChainNoFramePointers: the chain workload built without frame
+// pointers in C, C++ and Rust unwinds whole from .eh_frame.
+func TestDwarfChainNoFramePointers(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	t.Run("c", func(t *testing.T) {
+		bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fomit-frame-pointer")
+		out := dwarfProfile(t, "sh", "-c", bin+" 1.5 >/dev/null") // it prints its pid
+		dwarfCheck(t, out, symComm(bin), "", "main", "chain_a", "chain_b", "chain_c")
+	})
+	t.Run("c++", func(t *testing.T) {
+		gxx := testutil.RequireTool(t, "g++")
+		bin := symBuild(t, gxx, "chaincxx", "-O2", "-g", "-fomit-frame-pointer", dwarfSrc+"chain.cpp")
+		out := dwarfProfile(t, bin, "1.5")
+		dwarfCheck(t, out, symComm(bin), "", "main", "chain::a", "chain::b", "chain::c")
+	})
+	t.Run("rust", func(t *testing.T) {
+		rustc := testutil.RequireTool(t, "rustc")
+		bin := symBuild(t, rustc, "chainrs", "-O", "-g", "-C", "force-frame-pointers=no", "--crate-name", "chainrs", dwarfSrc+"chain.rs")
+		out := dwarfProfile(t, bin, "1.5")
+		dwarfCheck(t, out, symComm(bin), "", "main", "chainrs::chain_a", "chainrs::chain_b", "chainrs::chain_c")
+	})
+}
+
+// TestDwarfFramelessLeaf: a leaf that sets up no frame keeps its caller,
+// in C (frame pointers everywhere else) and in Go.
+func TestDwarfFramelessLeaf(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	t.Run("c", func(t *testing.T) {
+		bin := testutil.BuildC(t, dwarfSrc+"leaf.c", "-O2", "-g", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer")
+		out := dwarfProfile(t, bin, "1.5")
+		dwarfCheck(t, out, symComm(bin), "", "main", "chain_a", "chain_b", "chain_c")
+	})
+	t.Run("go", func(t *testing.T) {
+		gobin := testutil.RequireTool(t, "go")
+		bin := filepath.Join(t.TempDir(), "goleaf")
+		if b, err := exec.Command(gobin, "build", "-o", bin, dwarfSrc+"goleaf.go").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+		out := dwarfProfile(t, bin, "1.5")
+		dwarfCheck(t, out, symComm(bin), "main.leaf", "runtime.main", "main.main", "main.outer", "main.middle", "main.leaf")
+	})
+}
+
+// TestDwarfThroughLibc: a comparator called back by libc's qsort (libc
+// has no frame pointers) keeps its callers.
+func TestDwarfThroughLibc(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, dwarfSrc+"qsort.c", "-O2", "-g", "-fomit-frame-pointer")
+	out := dwarfProfile(t, bin, "1.5")
+	dwarfCheck(t, out, symComm(bin), "cmp_slow", "main", "sort_loop", "cmp_slow")
+}
+
+// TestDwarfSignalFrame: a signal handler spinning while it interrupts a
+// chain unwinds through the kernel's signal frame to main.
+func TestDwarfSignalFrame(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, dwarfSrc+"signal.c", "-O2", "-g", "-fomit-frame-pointer")
+	out := dwarfProfile(t, bin, "1.5")
+	dwarfCheck(t, out, symComm(bin), "sig_spin", "main", "chain_a", "chain_b", "on_signal", "sig_spin")
+}
+
+// TestDwarfDeepRecursion: 300 frames of recursion, past the 127 frames a
+// frame-pointer walk stops at.
+func TestDwarfDeepRecursion(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, dwarfSrc+"recurse.c", "-O2", "-g", "-fomit-frame-pointer")
+	out := dwarfProfile(t, bin, "1.5")
+	want := []string{"main"}
+	for range 300 {
+		want = append(want, "recurse")
+	}
+	dwarfCheck(t, out, symComm(bin), "rec_leaf", append(want, "rec_leaf")...)
+}
+
+// TestDwarfThread: a thread's stack ends, whole, at libc's clone3 and
+// start_thread.
+func TestDwarfThread(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, dwarfSrc+"thread.c", "-O2", "-g", "-fomit-frame-pointer", "-pthread")
+	out := dwarfProfile(t, bin, "1.5")
+	dwarfCheck(t, out, symComm(bin), "thr_spin", "clone3", "start_thread", "thr_mid", "thr_spin")
+}
+
+// TestDwarfDlopen: a library built without frame pointers and loaded
+// with dlopen after the process was first seen.
+func TestDwarfDlopen(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	lib := testutil.BuildC(t, symSrc+"libhot.c", "-O2", "-g", "-fomit-frame-pointer", "-shared", "-fPIC")
+	lib2 := filepath.Join(filepath.Dir(lib), "libhot.so")
+	if err := os.Rename(lib, lib2); err != nil {
+		t.Fatal(err)
+	}
+	bin := testutil.BuildC(t, symSrc+"dlopen_main.c", "-O2", "-g", "-fomit-frame-pointer", "-ldl")
+	out := dwarfProfile(t, bin, lib2, "2")
+	dwarfCheck(t, out, symComm(bin), "hot_entry", "main", "hot_entry", "hot_inner")
+}
+
+// TestDwarfShortLived: processes that live 300 ms, one after another,
+// keep whole stacks from their first samples (maps read at exec, tables
+// built on first use).
+func TestDwarfShortLived(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, symSrc+"short.c", "-O2", "-g", "-fomit-frame-pointer")
+	out := dwarfProfile(t, "sh", "-c", fmt.Sprintf("for i in 1 2 3 4 5 6; do %s 0.3; done", bin))
+	dwarfCheck(t, out, symComm(bin), "", "main", "short_a", "short_b", "short_c")
+}
+
+// TestDwarfGo: a Go program's goroutine unwinds to runtime.goexit.
+func TestDwarfGo(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gobin := testutil.RequireTool(t, "go")
+	bin := filepath.Join(t.TempDir(), "gowork")
+	if b, err := exec.Command(gobin, "build", "-o", bin, symSrc+"gowork.go").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	out := dwarfProfile(t, bin, "1.5")
+	dwarfCheck(t, out, symComm(bin), "main.goSpin", "runtime.main", "main.main", "main.goOuter", "main.goMid", "main.goSpin")
+}
