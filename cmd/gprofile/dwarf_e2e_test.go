@@ -93,11 +93,28 @@ func TestDwarfChainNoFramePointers(t *testing.T) {
 		dwarfCheck(t, out, symComm(bin), "", "main", "chain::a", "chain::b", "chain::c")
 	})
 	t.Run("rust", func(t *testing.T) {
-		rustc := testutil.RequireTool(t, "rustc")
+		rustc := dwarfRustc(t)
 		bin := symBuild(t, rustc, "chainrs", "-O", "-g", "-C", "force-frame-pointers=no", "--crate-name", "chainrs", dwarfSrc+"chain.rs")
 		out := dwarfProfile(t, bin, "1.5")
 		dwarfCheck(t, out, symComm(bin), "", "main", "chainrs::chain_a", "chainrs::chain_b", "chainrs::chain_c")
 	})
+}
+
+// dwarfRustc returns rustc from PATH, else from rustup's ~/.cargo/bin
+// (which a non-login shell may not have on PATH), else fails the test
+// under GPROFILE_REQUIRE_PRIV=1 (CI installs Debian's rustc) or skips it.
+func dwarfRustc(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("rustc"); err != nil {
+		for _, dir := range []string{os.Getenv("HOME"), "/root"} {
+			if p := filepath.Join(dir, ".cargo/bin/rustc"); dir != "" {
+				if _, err := os.Stat(p); err == nil {
+					return p
+				}
+			}
+		}
+	}
+	return testutil.RequireTool(t, "rustc")
 }
 
 // TestDwarfFramelessLeaf: a leaf that sets up no frame keeps its caller,
@@ -194,4 +211,39 @@ func TestDwarfGo(t *testing.T) {
 	}
 	out := dwarfProfile(t, bin, "1.5")
 	dwarfCheck(t, out, symComm(bin), "main.goSpin", "runtime.main", "main.main", "main.goOuter", "main.goMid", "main.goSpin")
+}
+
+// TestDwarfNode: node's stacks run from _start through V8's C++ frames
+// (CFI), its builtins (no CFI: frame pointers) and JIT code named by its
+// perf map, to the hot JavaScript function.
+func TestDwarfNode(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	node := testutil.RequireTool(t, "node")
+	script, err := filepath.Abs(symSrc + "hot.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	before, _ := filepath.Glob("/tmp/perf-*.map")
+	t.Cleanup(func() { // node's perf map, /tmp/perf-PID.map
+		after, _ := filepath.Glob("/tmp/perf-*.map")
+		for _, m := range after {
+			if !slices.Contains(before, m) {
+				os.Remove(m)
+			}
+		}
+	})
+	out := dwarfProfile(t, "sh", "-c", fmt.Sprintf("cd %s && exec %s --perf-basic-prof %s 2 >/dev/null", dir, node, script))
+	// The JIT frame is named "JS:*gprofileHotLoop /path/hot.js:5:25"
+	// (or without the * before V8 optimizes it).
+	var sb strings.Builder
+	for _, l := range parseFolded(t, out) {
+		for i, f := range l.frames {
+			if strings.Contains(f, "gprofileHotLoop") {
+				l.frames[i] = "gprofileHotLoop"
+			}
+		}
+		fmt.Fprintf(&sb, "%s %d\n", strings.Join(l.frames, ";"), l.count)
+	}
+	dwarfCheck(t, []byte(sb.String()), "node", "gprofileHotLoop", "_start", "node::Start", "Builtins_JSEntry", "gprofileHotLoop")
 }
