@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 
@@ -40,120 +39,81 @@ func keyOf(e *procmaps.Entry) binKey {
 	return key
 }
 
-// binEntry is a binary in the cache: opened (file set) and waiting for
-// its first lookup, or read: the Binary, or ReasonBadELF (a property of
-// the file). Open failures are not cached here, since another process
-// may be able to open the same file.
-type binEntry struct {
-	file    *os.File          // open, not read yet; nil once read
-	opts    debuginfo.Options // how to read it (its root is closed once read)
-	bin     *objfile.Binary
-	reason  Reason
-	buildID string // of a file that is not usable ELF, if its notes say
-	stale   bool   // bin lacks a debug file debuginfod has since sent
-}
-
 // isFilePath reports whether a maps path names a file that may be ELF:
 // an absolute path, but not a memfd or a SysV shared memory segment.
 func isFilePath(path string) bool {
 	return strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "/memfd:") && !strings.HasPrefix(path, "/SYSV")
 }
 
-// prepare opens the file of a mapping just found in p's maps, through
-// root (p's root, or nil), unless it is cached already or too many files
-// are open: so that the binary can still be read when the process has
-// exited or the file was deleted by the time its addresses are looked up.
-func (s *Symbolizer) prepare(p *process, m *procMapping, root *elfio.Root) {
-	e := &m.entry
-	if !isFilePath(e.Path) || s.pending >= maxPendingFiles {
-		return
-	}
-	key := keyOf(e)
-	if _, ok := s.bins[key]; ok {
-		return
-	}
-	f, opts, err := s.openMapped(p.pid, e, root)
-	if err != nil {
-		return // tried again at the first lookup, while the process lives
-	}
-	s.bins[key] = &binEntry{file: f, opts: opts}
-	s.pending++
+// opened is what opening a mapping's file gave: the shared Mapping, the
+// Binary and the load bias, or the reason there is no Binary.
+type opened struct {
+	mapping *Mapping
+	bin     *objfile.Binary
+	reason  Reason
+	bias    uint64
+	biasOK  bool
 }
 
-// open fills in m from its file, on first use: the shared Mapping, the
-// Binary and the load bias, or the reason there is no Binary.
-func (s *Symbolizer) open(p *process, m *procMapping) {
-	e := &m.entry
-	m.opened = true
-	m.mapping = &Mapping{
+// opening opens the file of the mapping e of process pid (through the
+// binary cache, which reads it once) and says what it gave. It holds no
+// lock of the Symbolizer's and runs on Stack's goroutine (the vDSO and
+// the binary cache's reloads are that goroutine's).
+func (s *Symbolizer) opening(pid uint32, e *procmaps.Entry) opened {
+	o := opened{mapping: &Mapping{
 		Start: e.Start, Limit: e.Limit, Offset: e.Offset, Path: e.Path,
 		Device: e.Device, Inode: e.Inode,
-	}
+	}}
 	switch {
 	case e.Path == "[vdso]":
-		m.bin, m.reason = s.vdsoFor(e), ReasonNoSymbol
+		o.bin, o.reason = s.vdsoFor(e), ReasonNoSymbol
 	case !isFilePath(e.Path):
-		m.reason = ReasonNoSymbol // anonymous memory, [vsyscall], [anon:...], memfd
+		o.reason = ReasonNoSymbol // anonymous memory, [vsyscall], [anon:...], memfd
 	default:
-		m.bin, m.reason = s.binary(p.pid, e)
+		o.bin, o.reason = s.binary(pid, e)
 	}
-	if m.bin != nil {
-		m.reason = ReasonNone
-		m.mapping.BuildID = m.bin.BuildID()
-		m.bias, m.biasOK = m.bin.Bias(e.Start, e.Offset)
-	} else if m.reason == ReasonBadELF {
-		m.mapping.BuildID = s.buildIDOf(e)
+	if o.bin != nil {
+		o.reason = ReasonNone
+		o.mapping.BuildID = o.bin.BuildID()
+		o.bias, o.biasOK = o.bin.Bias(e.Start, e.Offset)
+	} else if o.reason == ReasonBadELF {
+		o.mapping.BuildID = s.buildIDOf(e)
 	}
+	return o
 }
 
-// binary returns the Binary of the file behind e, from the cache (read
-// now if it was only opened) or read through process pid's view of the
-// file system.
-func (s *Symbolizer) binary(pid uint32, e *procmaps.Entry) (*objfile.Binary, Reason) {
-	key := keyOf(e)
-	be, ok := s.bins[key]
-	if !ok {
-		f, opts, err := s.openMapped(pid, e, nil)
-		if err != nil {
-			return nil, ReasonNoAccess
-		}
-		be = &binEntry{file: f, opts: opts}
-		s.bins[key] = be
-		s.pending++
-	}
-	if be.stale {
-		s.reload(pid, e, be)
-	}
-	if be.file != nil {
-		s.load(be)
-	}
-	return be.bin, be.reason
+// set fills in m from o. The caller holds s.mu: m's resolution fields
+// are written only under it, by Stack's goroutine, which alone may read
+// them without it (CodeAt reads them under it from the reader).
+func (m *procMapping) set(o opened) {
+	m.opened = true
+	m.mapping, m.bin, m.reason, m.bias, m.biasOK = o.mapping, o.bin, o.reason, o.bias, o.biasOK
 }
 
-// reload opens the file of the stale entry be again, through process
-// pid, so that the caller's load reads it with the debug file that has
-// arrived since; if the file cannot be opened now (the process exited,
-// say), be keeps its Binary without the debug file.
-func (s *Symbolizer) reload(pid uint32, e *procmaps.Entry, be *binEntry) {
-	be.stale = false
-	if be.file != nil {
+// open fills in m from its file, on first use, reading the file with no
+// lock held. The caller does not hold s.mu.
+func (s *Symbolizer) open(pid uint32, m *procMapping) {
+	o := s.opening(pid, &m.entry)
+	s.mu.Lock()
+	m.set(o)
+	s.mu.Unlock()
+}
+
+// openLocked is open for a caller that holds s.mu (on Stack's
+// goroutine): a mapping without a file to read is filled in at once;
+// for a file, s.mu is released while it is read, so that the reader
+// goroutine goes on.
+func (s *Symbolizer) openLocked(pid uint32, m *procMapping) {
+	if !isFilePath(m.entry.Path) {
+		m.set(s.opening(pid, &m.entry))
 		return
 	}
-	f, opts, err := s.openMapped(pid, e, nil)
-	if err != nil {
-		return
+	s.mu.Unlock()
+	o := s.opening(pid, &m.entry)
+	s.mu.Lock()
+	if !m.opened {
+		m.set(o)
 	}
-	be.file, be.opts = f, opts
-	s.pending++
-}
-
-// buildIDOf returns the build ID the cache holds for the file of e when
-// it is not usable ELF (see fileBuildID), else "".
-func (s *Symbolizer) buildIDOf(e *procmaps.Entry) string {
-	if be := s.bins[keyOf(e)]; be != nil {
-		return be.buildID
-	}
-	return ""
 }
 
 // fileBuildID returns the GNU build ID of an ELF file that objfile.Load
@@ -171,68 +131,6 @@ func fileBuildID(r io.ReaderAt) (id string) {
 		return ""
 	}
 	return elfio.BuildID(f)
-}
-
-// load reads the opened binary of be and closes its file. It releases
-// s.mu while it reads (a large binary's debug file takes long), so that
-// Observe goes on; only Stack loads, so no other load of be can start.
-func (s *Symbolizer) load(be *binEntry) {
-	s.mu.Unlock()
-	b, err := objfile.Load(be.file, be.opts)
-	if err != nil && errors.Is(err, objfile.ErrBadELF) {
-		be.buildID = fileBuildID(be.file)
-	}
-	s.mu.Lock()
-	s.release(be)
-	switch {
-	case err == nil:
-		be.bin = b
-	case be.bin != nil:
-		// Read again (see reload) and failed: keep the first reading.
-	case errors.Is(err, objfile.ErrBadELF):
-		be.reason = ReasonBadELF
-	default:
-		be.reason = ReasonNoAccess
-	}
-}
-
-// sweepEvery is the least time between two sweeps of the binary cache.
-const sweepEvery = 10 * time.Second
-
-// sweepBinaries drops the binaries that no cached process maps any more
-// (their processes were forgotten), at most once every sweepEvery, so
-// that a long run over many short-lived programs does not keep every
-// binary's symbols and DWARF. A binary mapped again later is read again.
-// The caller holds s.mu.
-func (s *Symbolizer) sweepBinaries() {
-	now := s.now()
-	if now.Sub(s.lastSweep) < sweepEvery {
-		return
-	}
-	s.lastSweep = now
-	used := make(map[binKey]bool, len(s.bins))
-	for _, p := range s.procs {
-		for _, m := range p.maps {
-			used[keyOf(&m.entry)] = true
-		}
-	}
-	for key, be := range s.bins {
-		if !used[key] {
-			s.release(be)
-			delete(s.bins, key)
-		}
-	}
-}
-
-// release closes be's file and root.
-func (s *Symbolizer) release(be *binEntry) {
-	if be.file == nil {
-		return
-	}
-	be.file.Close()
-	be.opts.Root.Close()
-	be.file, be.opts.Root = nil, nil
-	s.pending--
 }
 
 // openMapped opens the file behind e as process pid sees it, never

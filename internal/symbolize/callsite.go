@@ -77,6 +77,8 @@ func (s *Symbolizer) BadReturnAddress(pid uint32, addr uint64) bool {
 	if codeArch == "" || addr == 0 {
 		return false
 	}
+	s.stackMu.Lock()
+	defer s.stackMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.procs[pid]

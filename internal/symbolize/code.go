@@ -66,11 +66,11 @@ func (s *Symbolizer) CodeAt(pid uint32, addr uint64, open bool) (CodeObject, Cod
 	}
 	if m.code == nil {
 		if !m.opened && open {
-			s.open(p, m)
+			s.openLocked(pid, m)
 		}
 		// A file mapping is read when its Binary or the reason it has
-		// none is set; open sets opened first and releases s.mu while
-		// it reads the file.
+		// none is set (openLocked sets both at once, under s.mu, which
+		// it releases while it reads the file).
 		if !m.opened || isFilePath(m.entry.Path) && m.bin == nil && m.reason == ReasonNone {
 			return CodeObject{}, CodeNotRead
 		}

@@ -35,11 +35,11 @@ func (s *Symbolizer) applyArrivals() {
 		arrived[id] = true
 	}
 	stale := func(b *objfile.Binary) bool { return b != nil && b.DebugFile() == "" && arrived[b.BuildID()] }
-	for _, be := range s.bins {
+	s.bins.each(func(be *binEntry) {
 		if stale(be.bin) {
 			be.stale = true
 		}
-	}
+	})
 	if stale(s.vdso) {
 		s.vdso, s.vdsoTried = nil, false
 	}

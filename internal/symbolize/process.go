@@ -216,7 +216,7 @@ func (p *process) inData(addr uint64) bool {
 func (s *Symbolizer) prepareAll(p *process, fresh []*procMapping) {
 	var root *elfio.Root
 	for _, m := range fresh {
-		if !isFilePath(m.entry.Path) || s.bins[keyOf(&m.entry)] != nil {
+		if !isFilePath(m.entry.Path) || s.bins.has(keyOf(&m.entry)) {
 			continue
 		}
 		if root == nil {
@@ -264,11 +264,15 @@ func (p *process) find(addr uint64) *procMapping {
 	return nil
 }
 
-// resolveUser names the process address addr (already moved back by one
-// for return addresses) in process p, through the caches.
-func (s *Symbolizer) resolveUser(p *process, addr uint64) frameInfo {
+// resolveCached names the process address addr (already moved back by
+// one for return addresses) in process p from what the process table
+// holds: its address cache, JIT code through its perf map, or why it has
+// no mapping (re-reading the maps first when addr is in none). When addr
+// lies in a mapping of a file whose symbols must be looked up, it
+// returns that mapping instead, for resolveIn. The caller holds s.mu.
+func (s *Symbolizer) resolveCached(p *process, addr uint64) (frameInfo, *procMapping) {
 	if fi, ok := p.cache[addr]; ok {
-		return fi
+		return fi, nil
 	}
 	m := p.find(addr)
 	if m == nil && addr >= minCodeAddr {
@@ -284,13 +288,11 @@ func (s *Symbolizer) resolveUser(p *process, addr uint64) frameInfo {
 	}
 	switch {
 	case m == nil && !p.seen:
-		return frameInfo{reason: p.unseen} // not cached: retried later
+		return frameInfo{reason: p.unseen}, nil // not cached: retried later
 	case m == nil, isJITMapping(m.entry.Path):
-		return s.resolveJIT(p, m, addr) // not cached: JIT code changes
+		return s.resolveJIT(p, m, addr), nil // not cached: JIT code changes
 	}
-	fi := s.resolveIn(p, m, addr)
-	p.cache[addr] = fi
-	return fi
+	return frameInfo{}, m
 }
 
 // isJITMapping reports whether a mapping of this path may hold code that
@@ -310,7 +312,7 @@ func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameIn
 	fi := frameInfo{reason: ReasonNoMapping}
 	if m != nil {
 		if !m.opened {
-			s.open(p, m)
+			s.openLocked(p.pid, m) // no file to read: s.mu stays held
 		}
 		fi = frameInfo{mapping: m.mapping, reason: ReasonNoSymbol}
 	}
@@ -332,11 +334,15 @@ func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameIn
 	return fi
 }
 
-// resolveIn names addr in mapping m of process p, opening its file on
-// first use, and finds its source lines.
-func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInfo {
+// resolveIn names addr in mapping m of process pid, opening its file on
+// first use (reading the binary once, through the binary cache), and
+// finds its source lines (a compilation unit's first lookup reads its
+// DWARF). It runs on Stack's goroutine without s.mu: it touches only m's
+// resolution fields, which only that goroutine uses, and the binary
+// cache, which has its own lock.
+func (s *Symbolizer) resolveIn(pid uint32, m *procMapping, addr uint64) frameInfo {
 	if !m.opened {
-		s.open(p, m)
+		s.open(pid, m)
 	}
 	fi := frameInfo{mapping: m.mapping, reason: m.reason}
 	if m.bin == nil {
@@ -346,9 +352,7 @@ func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInf
 		fi.reason = ReasonNoSymbol
 		return fi
 	}
-	s.mu.Unlock() // a compilation unit's first lookup reads its DWARF
 	fi.lines = m.bin.Lines(addr - m.bias)
-	s.mu.Lock()
 	sym, ok := m.bin.Lookup(addr - m.bias)
 	if !ok {
 		fi.reason = ReasonNoSymbol
@@ -358,11 +362,9 @@ func (s *Symbolizer) resolveIn(p *process, m *procMapping, addr uint64) frameInf
 	fi.start = sym.Start + m.bias
 	fi.reason = ReasonNone
 	if len(fi.lines) > 0 {
-		s.mu.Unlock() // the entry is in the same unit: read already
-		if ls := m.bin.Lines(sym.Start); len(ls) > 0 {
+		if ls := m.bin.Lines(sym.Start); len(ls) > 0 { // the same unit: read already
 			fi.startLine = ls[len(ls)-1].Line
 		}
-		s.mu.Lock()
 	}
 	return fi
 }

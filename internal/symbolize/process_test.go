@@ -5,11 +5,14 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
@@ -70,12 +73,12 @@ func TestStackPendingClosed(t *testing.T) {
 	for pid := uint32(60); pid < 63; pid++ {
 		s.Stack(pid, nil, []uint64{0x10})
 	}
-	if s.pending != 1 {
-		t.Errorf("%d files pending for one binary mapped by three processes, want 1", s.pending)
+	if s.bins.pending != 1 {
+		t.Errorf("%d files pending for one binary mapped by three processes, want 1", s.bins.pending)
 	}
 	s.Close()
-	if s.pending != 0 {
-		t.Errorf("%d files pending after Close", s.pending)
+	if s.bins.pending != 0 {
+		t.Errorf("%d files pending after Close", s.bins.pending)
 	}
 }
 
@@ -138,8 +141,8 @@ func TestStackManyMappings(t *testing.T) {
 			t.Fatalf("frame %d = %+v", i, f)
 		}
 	}
-	if s.Stats().Binaries != 1 || s.pending != 0 {
-		t.Errorf("Stats() = %+v, %d pending; want one binary, read", s.Stats(), s.pending)
+	if s.Stats().Binaries != 1 || s.bins.pending != 0 {
+		t.Errorf("Stats() = %+v, %d pending; want one binary, read", s.Stats(), s.bins.pending)
 	}
 }
 
@@ -319,5 +322,48 @@ func TestObserveExec(t *testing.T) {
 	s.ObserveExec(pid)
 	if p.find(childText.Start) == nil {
 		t.Errorf("ObserveExec did not read the exec'd program's maps")
+	}
+}
+
+// TestObserveWhileStackReads: while Stack reads a binary (held here in
+// the middle of the read), Observe of another process goes on, and the
+// binary is read once for the two processes that map it.
+func TestObserveWhileStackReads(t *testing.T) {
+	bin := symtest.BuildProg(t, true)
+	const base = 0x555555554000
+	fp := newFakeProc(t)
+	fp.setMaps(1, textMapping(t, bin, base))
+	fp.setMaps(2, textMapping(t, bin, base))
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
+	reading, release := make(chan struct{}), make(chan struct{})
+	var reads atomic.Int32
+	loadBinary = func(r io.ReaderAt, opts debuginfo.Options) (*objfile.Binary, error) {
+		if reads.Add(1) == 1 {
+			close(reading)
+			<-release
+		}
+		return objfile.Load(r, opts)
+	}
+	t.Cleanup(func() { loadBinary = objfile.Load })
+	done := make(chan *Stack)
+	go func() { done <- s.Stack(1, nil, []uint64{base + leaf.Value}) }()
+	<-reading
+	observed := make(chan struct{})
+	go func() { s.Observe(2); close(observed) }()
+	select {
+	case <-observed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observe waited for Stack's read of a binary")
+	}
+	close(release)
+	if f := (<-done).Frames[0]; f.Function != "leaf" {
+		t.Errorf("frame %+v, want leaf", f)
+	}
+	if f := s.Stack(2, nil, []uint64{base + leaf.Value}).Frames[0]; f.Function != "leaf" {
+		t.Errorf("pid 2: frame %+v, want leaf", f)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("the binary was read %d times, want once", n)
 	}
 }

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,31 +68,40 @@ type Options struct {
 // many short-lived processes should Forget each one after its last
 // sample.
 //
-// Stack is called from one goroutine at a time. Observe may be called
-// from another goroutine at the same time (the one reading samples), so
-// that a process is seen while it lives even when Stack is busy reading
-// a large binary's debug information. Generation may be called from any
+// Inside, a process table (one lock: the processes, their mappings and
+// address caches, what Observe touches) sits beside a binary cache (its
+// own lock; each binary read once, with neither lock held). Stack calls
+// are serialized; Observe may be called from another goroutine at the
+// same time (the one reading samples), so that a process is seen while
+// it lives even when Stack is busy reading a large binary's debug
+// information. Generation may be called from any
 // goroutine. Debug files downloaded from debuginfod servers arrive in the
 // background (see Generation); Close cancels the downloads.
 type Symbolizer struct {
-	mu         sync.Mutex // held by Stack except while it reads a binary
+	// stackMu serializes Stack and BadReturnAddress, which own the
+	// resolution fields of each procMapping, the vDSO and the scratch.
+	stackMu    sync.Mutex
+	mu         sync.Mutex // the process table: procs and what each process holds; stats
 	procRoot   string
 	debugDirs  []string
 	cacheDir   string
 	kernel     *kernelSymbolizer
 	procs      map[uint32]*process
-	bins       map[binKey]*binEntry
+	bins       binCache // its own lock
 	vdso       *objfile.Binary
 	vdsoSize   uint64
 	vdsoTried  bool
 	debuginfod *debuginfod.Client  // nil when off
 	fetch      *debuginfod.Fetcher // its downloads (generation.go)
 	applied    uint64              // fetch generation applied (applyArrivals)
-	pending    int                 // binEntry files open, not read yet
-	lastSweep  time.Time
 	stats      Stats
-	calls      callSites        // BadReturnAddress (callsite.go)
-	now        func() time.Time // time.Now; tests replace it
+	// Stack's scratch (Stack runs on one goroutine at a time): the user
+	// frames' resolutions, and those left to resolveIn with their mappings.
+	infos    []frameInfo
+	todo     []int
+	todoMaps []*procMapping
+	calls    callSites        // BadReturnAddress (callsite.go)
+	now      func() time.Time // time.Now; tests replace it
 }
 
 // Stats counts what a Symbolizer did since New.
@@ -153,7 +163,7 @@ func New(opts Options) (*Symbolizer, error) {
 		cacheDir:   opts.CacheDir,
 		kernel:     newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
 		procs:      make(map[uint32]*process),
-		bins:       make(map[binKey]*binEntry),
+		bins:       binCache{m: make(map[binKey]*binEntry)},
 		fetch:      debuginfod.NewFetcher(),
 		now:        time.Now,
 	}, nil
@@ -190,9 +200,14 @@ func (s *Symbolizer) Note() string {
 // Mapping. With kallsyms hidden or unreadable, kernel frames carry the
 // [kernel.kallsyms] mapping with the range [0, 2^64-1). Stack never
 // waits for a debuginfod download: see Generation.
+//
+// The process table's lock is held while the addresses are looked up in
+// the caches and the maps, and released while binaries are read and
+// their lines looked up (resolveIn), so that Observe goes on meanwhile.
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
+	s.stackMu.Lock()
+	defer s.stackMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.fetch.Gen.Load() != s.applied {
 		s.applyArrivals()
 	}
@@ -204,16 +219,55 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 		fi := s.kernel.resolve(lookupAddr(i, addr))
 		frames = s.appendFrames(frames, addr, &fi, true)
 	}
-	var p *process
-	if len(userIPs) > 0 {
-		p = s.process(pid)
-		s.checkExec(p, false)
+	if len(userIPs) == 0 {
+		s.mu.Unlock()
+		return &Stack{Frames: frames}
+	}
+	p := s.process(pid)
+	s.checkExec(p, false)
+	infos := slices.Grow(s.infos[:0], len(userIPs))[:len(userIPs)]
+	todo, maps := s.todo[:0], s.todoMaps[:0]
+	for i, addr := range userIPs {
+		fi, m := s.resolveCached(p, lookupAddr(i, addr))
+		if m == nil {
+			infos[i] = fi
+			continue
+		}
+		todo = append(todo, i)
+		maps = append(maps, m)
+	}
+	s.mu.Unlock()
+	for j, i := range todo {
+		addr := lookupAddr(i, userIPs[i])
+		if k := sameAddr(userIPs, todo[:j], addr); k >= 0 {
+			infos[i] = infos[k] // a recursion's second frame: named already
+			continue
+		}
+		infos[i] = s.resolveIn(pid, maps[j], addr)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range todo {
+		p.cache[lookupAddr(i, userIPs[i])] = infos[i]
 	}
 	for i, addr := range userIPs {
-		fi := s.resolveUser(p, lookupAddr(i, addr))
-		frames = s.appendFrames(frames, addr, &fi, false)
+		frames = s.appendFrames(frames, addr, &infos[i], false)
 	}
+	clear(infos)
+	clear(maps)
+	s.infos, s.todo, s.todoMaps = infos, todo, maps
 	return &Stack{Frames: frames}
+}
+
+// sameAddr returns the index in userIPs, among those of done, whose
+// lookup address is addr, or -1.
+func sameAddr(userIPs []uint64, done []int, addr uint64) int {
+	for _, k := range done {
+		if lookupAddr(k, userIPs[k]) == addr {
+			return k
+		}
+	}
+	return -1
 }
 
 // lookupAddr returns the address to look up for the i-th frame (leaf
@@ -339,7 +393,7 @@ func (s *Symbolizer) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.Processes, st.Binaries = len(s.procs), len(s.bins)
+	st.Processes, st.Binaries = len(s.procs), s.bins.len()
 	return st
 }
 
@@ -363,16 +417,12 @@ func (s *Symbolizer) Forget(pid uint32) {
 // after Close, except to Close again.
 func (s *Symbolizer) Close() error {
 	s.fetch.Close() // before s.mu: downloads never take it anyway
+	s.stackMu.Lock()
+	defer s.stackMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, be := range s.bins {
-		s.release(be)
-		if be.bin != nil {
-			be.bin.SaveCache()
-		}
-	}
+	s.bins.close()
 	clear(s.procs)
-	clear(s.bins)
 	s.calls.close()
 	s.vdso = nil
 	return s.kernel.closeLookup()
