@@ -2,7 +2,6 @@ package perfmap
 
 import (
 	"bytes"
-	"strconv"
 
 	"github.com/gprofile/gprofile/internal/symbolize/internal/textscan"
 )
@@ -66,15 +65,8 @@ func parseHex(b []byte) (uint64, []byte, bool) {
 	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
 		b = b[2:]
 	}
-	n := 0
-	for n < len(b) && b[n] != ' ' && b[n] != '\t' {
-		n++
-	}
-	if n == 0 || n == len(b) || n > 16 {
-		return 0, nil, false
-	}
-	v, err := strconv.ParseUint(string(b[:n]), 16, 64)
-	if err != nil {
+	v, n, ok := textscan.ParseHex(b)
+	if !ok || n == len(b) || b[n] != ' ' && b[n] != '\t' {
 		return 0, nil, false
 	}
 	return v, b[n+1:], true
