@@ -34,9 +34,13 @@ func unwindFrames(t *testing.T, u *Unwinder, d *dump, bin string) ([]frame, Stop
 	pcs, stop := u.Unwind(nil, d, &d.regs, d.stack)
 	s := &symbolizer{d: d, syms: map[string][]elf.Symbol{}}
 	var out []frame
-	for _, pc := range pcs {
-		o, _ := d.Object(pc)
-		out = append(out, frame{pc: pc, name: s.name(pc), inBin: o.Path == bin})
+	for i, pc := range pcs {
+		at := pc // the leaf at its pc, the others at address-1, as the symbolizer does
+		if i > 0 {
+			at--
+		}
+		o, _ := d.Object(at)
+		out = append(out, frame{pc: pc, name: s.name(at), inBin: o.Path == bin})
 	}
 	return out, stop
 }

@@ -110,9 +110,11 @@ func procRoot(path string) string {
 const allRegs = 1<<numRegs - 1
 
 // Unwind appends the user frames of one sample to dst, leaf first: the
-// first is regs.IP(), the rest are return addresses (call site + the call's
-// length; a frame interrupted by a signal gives its exact pc instead) or,
-// and says why the walk stopped. stack holds the bytes of user stack from
+// first is regs.IP(), the rest are return addresses (call site + the
+// call's length), so every frame but the leaf symbolizes at address-1. A
+// frame interrupted by a signal (the one above __restore_rt) has no return
+// address: it is given as its exact pc + 1, so that address-1 is right for
+// it too. Unwind says why the walk stopped. stack holds the bytes of user stack from
 // address regs.SP() upward. regs and stack are only read. In the steady
 // state (tables cached) it allocates nothing but dst's growth.
 func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]uint64, Stop) {
@@ -169,7 +171,11 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 		if pc == 0 {
 			return dst, StopComplete
 		}
-		dst = append(dst, pc)
+		if exact {
+			dst = append(dst, pc+1) // see the doc: address-1 is pc
+		} else {
+			dst = append(dst, pc)
+		}
 	}
 }
 
