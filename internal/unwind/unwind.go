@@ -146,22 +146,7 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 		}
 		sp := fr.v[RegRSP]
 		var s Stop
-		if tab == nil || tab.noCFI {
-			s = stepFP(&fr, &mem)
-			exact = false
-		} else if r, ok := tab.lookup(lookup - obj.Bias); ok {
-			s, exact = step(tab, r, &fr, &mem)
-		} else {
-			// No FDE covers the pc (code without CFI inside a binary
-			// that has some, such as node's embedded builtins): frame
-			// pointers, as perf does; StopNoCFI if they do not hold
-			// (rbp 0 included: in code without frame pointers it is no
-			// proof of the outermost frame).
-			if s, exact = stepFP(&fr, &mem), false; s != stopNone {
-				s = StopNoCFI
-			}
-		}
-		if s != 0 {
+		if s, exact = stepIn(tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
 			return dst, s
 		}
 		if fr.v[RegRSP] <= sp {
@@ -177,6 +162,26 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 			dst = append(dst, pc)
 		}
 	}
+}
+
+// stepIn steps from a frame at pc (an ELF address of the object whose
+// table is tab, nil for JIT code) to its caller: with the CFI row for pc;
+// with frame pointers when the object has no CFI; and, when it has some
+// but none for pc (code without CFI inside a binary that has some, such as
+// node's embedded builtins), with frame pointers as perf does, StopNoCFI
+// if they do not hold (rbp 0 included: in code without frame pointers it
+// is no proof of the outermost frame).
+func stepIn(tab *Table, pc uint64, fr *frameRegs, mem *memory) (s Stop, exact bool) {
+	if tab == nil || tab.noCFI {
+		return stepFP(fr, mem), false
+	}
+	if r, ok := tab.lookup(pc); ok {
+		return step(tab, r, fr, mem)
+	}
+	if s = stepFP(fr, mem); s != stopNone {
+		s = StopNoCFI
+	}
+	return s, false
 }
 
 // stepFP steps with the frame-pointer convention: the caller's rbp at
