@@ -82,6 +82,23 @@ func (c *tableCache) evict(e *cacheEntry) {
 	}
 }
 
+// ready reports whether key's table is built and cached, without
+// building it or touching its place in the LRU order.
+func (c *tableCache) ready(key string) bool {
+	c.mu.Lock()
+	e := c.m[key]
+	c.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // stats returns the number of tables held and their bytes.
 func (c *tableCache) stats() (n, bytes int) {
 	c.mu.Lock()

@@ -128,6 +128,10 @@ func TestTableCache(t *testing.T) {
 	if n, b := c.stats(); n != 3 || b > 3*size+8 {
 		t.Errorf("%d tables, %d bytes; want 3 within %d", n, b, 3*size)
 	}
+	u := &Unwinder{cache: c}
+	if u.HasTable(Object{Key: "k1"}) || !u.HasTable(Object{Key: "k0"}) || !u.HasTable(Object{Kind: KindJIT}) {
+		t.Errorf("HasTable: k1 %v (evicted), k0 %v, JIT %v", u.HasTable(Object{Key: "k1"}), u.HasTable(Object{Key: "k0"}), u.HasTable(Object{Kind: KindJIT}))
+	}
 	get("k1")
 	if builds["k1"] != 2 || builds["k0"] != 1 {
 		t.Errorf("builds %v: k1 should have been evicted, k0 kept", builds)

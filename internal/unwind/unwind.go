@@ -81,6 +81,15 @@ func (u *Unwinder) Table(obj Object) *Table {
 	})
 }
 
+// HasTable reports whether Unwind can step through obj's frames without
+// building a table first: obj's table is built and cached, or obj needs
+// none (KindJIT). It never builds nor waits (so a goroutine that must not
+// block, such as a ring buffer reader, can hand a sample whose objects
+// lack tables to one that may), and it allocates nothing.
+func (u *Unwinder) HasTable(obj Object) bool {
+	return obj.Kind == KindJIT || u.cache.ready(cacheKey(obj))
+}
+
 // cacheKey is obj.Key, or its path when the key is empty (so two
 // objects without keys never share a table).
 func cacheKey(obj Object) string {
