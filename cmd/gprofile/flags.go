@@ -107,7 +107,8 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
 	fs.BoolVar(&o.self, "self", false, "include samples of gprofile itself (left out by default)")
 	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
-	fs.Var(&o.callGraph, "call-graph", "how user stacks are taken: `mode` fp (frame pointers, in BPF) or dwarf[,SIZE] (registers and SIZE bytes of stack, unwound with .eh_frame; SIZE default 32768, at most 65536)")
+	o.callGraph = callGraphFlag{mode: attach.CallGraphDWARF}
+	fs.Var(&o.callGraph, "call-graph", "how user stacks are taken: `mode` dwarf[,SIZE] (registers and up to SIZE bytes of stack, unwound with .eh_frame: whole stacks without frame pointers; SIZE default 32768, at most 65536) or fp (frame pointers, walked in BPF)")
 	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections in `dir`, by build ID, so the next run reads them (at most 256 MiB; '' for none)")
 	err := fs.Parse(argv)
 	fs.Visit(func(f *flag.Flag) { o.freqSet = o.freqSet || f.Name == "f" })

@@ -28,7 +28,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-d", "1m30s"}, func(o *options) bool { return o.duration == 90*time.Second }, ""},
 		{[]string{"-p", "1,2", "-p", "3"}, func(o *options) bool { return slices.Equal(o.pids, []uint32{1, 2, 3}) }, ""},
 		{[]string{"--sw-event", "--idle", "-v", "-f", "999"}, func(o *options) bool { return o.swEvent && o.idle && o.verbose && o.freqHz == 999 }, ""},
-		{nil, func(o *options) bool { return o.callGraph.mode == attach.CallGraphFP }, ""},
+		{nil, func(o *options) bool { return o.callGraph.mode == attach.CallGraphDWARF && o.callGraph.window == 0 }, ""},
 		{[]string{"--call-graph", "dwarf"}, func(o *options) bool { return o.callGraph.mode == attach.CallGraphDWARF && o.callGraph.window == 0 }, ""},
 		{[]string{"--call-graph", "dwarf,16380"}, func(o *options) bool { return o.callGraph.window == 16384 }, ""},
 		{[]string{"--call-graph=fp"}, func(o *options) bool { return o.callGraph.mode == attach.CallGraphFP }, ""},
