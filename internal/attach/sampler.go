@@ -184,6 +184,10 @@ func Open(cfg Config) (_ *Sampler, err error) {
 	return s, nil
 }
 
+// CallGraph returns how user stacks are taken: Config.CallGraph, or
+// CallGraphFP after a fallback (a kernel that refuses the stack copy).
+func (s *Sampler) CallGraph() CallGraph { return s.cfg.CallGraph }
+
 // Event returns the event sampled on (cycles, or cpu-clock after a
 // fallback).
 func (s *Sampler) Event() Event { return s.event }
@@ -280,7 +284,19 @@ func (s *Sampler) load() error {
 			return fmt.Errorf("set %s: %w", name, err)
 		}
 	}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	err = spec.LoadAndAssign(&s.objs, nil)
+	var ve *ebpf.VerifierError
+	if err != nil && s.cfg.CallGraph == CallGraphDWARF && errors.As(err, &ve) {
+		// A kernel without bpf_find_vma (5.17) or BTF refuses the
+		// stack copy: frame pointers still give stacks.
+		s.logf("gprofile: this kernel refuses the user stack copy of --call-graph dwarf (it needs Linux 5.17 with BTF): walking frame pointers instead\n")
+		s.verbosef("BPF verifier log:\n%+v\n", ve)
+		s.cfg.CallGraph = CallGraphFP
+		if err = spec.Variables["call_graph_dwarf"].Set(uint8(0)); err == nil {
+			err = spec.LoadAndAssign(&s.objs, nil)
+		}
+	}
+	if err != nil {
 		return s.loadError(err)
 	}
 	s.verbosef("BPF: loaded program profile, call graph %s, stack window %d bytes, ring buffer %d bytes, wakeup at %d bytes\n",
