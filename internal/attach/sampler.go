@@ -222,10 +222,13 @@ func (s *Sampler) recordBytes() int {
 	return offData + maxIPsBytes
 }
 
-// dwarfRecordBytes is the mean record size ringSize plans for with
-// CallGraphDWARF: the header, a short kernel stack and the window bench
-// measured on busy stacks (BENCHMARKS.md, window sweep).
-const dwarfRecordBytes = 8 << 10
+// dwarfRecordBytes is the record size ringSize plans for with
+// CallGraphDWARF: 16 KiB, the header, a short kernel stack and a window
+// above the mean measured on this project's machine (BENCHMARKS.md,
+// window sweep: 7-11 KB for C, C++ and Rust main threads, up to the
+// whole window for goroutine stacks, whose VMA is Go's heap): an 8 MiB
+// ring at 999 Hz on 2 CPUs, a quarter of a second of Go-heavy samples.
+const dwarfRecordBytes = 16 << 10
 
 func (s *Sampler) load() error {
 	spec, err := loadProfile()

@@ -64,8 +64,13 @@ func (r *Recorder) collect(ctx context.Context) error {
 			// through the queue (up to 64 KiB a sample, 8192 samples).
 			deferred = !us.unwindSample(smp)
 			// The raw user IPs: the ones the worker's userIPs starts from.
-			if key := settled.key(smp.PID, smp.UserIPs); !settled.has(key) && sym.ObserveStack(smp.PID, smp.UserIPs) {
-				settled.add(key)
+			// An unwound stack needs no check: the unwinder's lookups
+			// (Symbolizer.CodeAt) read the maps on first sight and again
+			// for an address in no mapping.
+			if smp.Flags&attach.FlagUserRegs == 0 {
+				if key := settled.key(smp.PID, smp.UserIPs); !settled.has(key) && sym.ObserveStack(smp.PID, smp.UserIPs) {
+					settled.add(key)
+				}
 			}
 			n++
 			r.samples.Store(n)

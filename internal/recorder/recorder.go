@@ -137,9 +137,9 @@ func New(cfg Config) (_ *Recorder, err error) {
 	}
 	r.start = time.Now()
 	r.c = newCollector(r.sym, cfg.Labels, cfg.PerThread, cfg.Stream)
-	u, built := unwind.New(unwind.Options{}), new(sync.Map)
-	r.us = newUserStacks(r.sym, u, built, false)
-	r.c.us = newUserStacks(r.sym, u, built, true)
+	u, built, deferred := unwind.New(unwind.Options{}), new(sync.Map), new(atomic.Int64)
+	r.us = newUserStacks(r.sym, u, built, deferred, false)
+	r.c.us = newUserStacks(r.sym, u, built, deferred, true)
 	if slices.Contains(cfg.Labels, output.LabelCgroup) {
 		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/symbolize"
@@ -25,54 +26,76 @@ const TruncatedFrame = "[truncated]"
 // it is queued, with the tables already built: the stack window (up to
 // 64 KiB, pointing into the ring buffer) then needs no copy, and the
 // queue carries user IPs as in frame-pointer mode. A sample that needs a
-// table not built yet (a binary's first samples: node's takes 230 ms)
-// goes to the worker with a copy of its window, and the worker builds
-// the table and unwinds it there: the reader never waits for a build,
-// and no first sample of a new binary is lost. One userStacks per
-// goroutine; they share the Unwinder (safe for concurrent use) and the
-// set of built tables.
+// table not built yet (a binary's first samples: node's takes 230 ms), a
+// binary the symbolizer has not read, or the symbolizer's lock while the
+// worker holds it (symbolizing a new stack can take it for a while),
+// goes to the worker with a copy of its window, and the worker unwinds
+// it there: the reader does not wait, and no first sample of a new
+// binary is lost. The copies in flight are bounded (maxDeferredBytes);
+// past that the reader waits for the lock and builds tables itself. One
+// userStacks per goroutine; they share the Unwinder (safe for concurrent
+// use), the set of built tables and the count of deferred bytes.
 type userStacks struct {
-	u      *unwind.Unwinder
-	sym    *symbolize.Symbolizer
-	built  *sync.Map // cache keys (unwind.Object.Key) of tables built
-	load   bool      // the worker's: build tables as needed
-	procs  map[uint32]*codeProcess
-	stops  [unwind.NumStops]uint64 // samples by the reason their unwind stopped
-	defers uint64                  // samples handed to the worker
+	u        *unwind.Unwinder
+	sym      *symbolize.Symbolizer
+	built    *sync.Map     // cache keys (unwind.Object.Key) of tables built
+	deferred *atomic.Int64 // bytes of windows copied for the worker, not unwound yet
+	worker   bool          // the worker's: reads binaries, builds tables
+	procs    map[uint32]*codeProcess
+	stops    [unwind.NumStops]uint64 // samples by the reason their unwind stopped
+	defers   uint64                  // samples handed to the worker
 }
 
-// newUserStacks returns the reader's userStacks (load false) or the
-// worker's (load true), sharing u and built.
-func newUserStacks(sym *symbolize.Symbolizer, u *unwind.Unwinder, built *sync.Map, load bool) *userStacks {
-	return &userStacks{u: u, sym: sym, built: built, load: load, procs: map[uint32]*codeProcess{}}
+// maxDeferredBytes bounds the stack windows copied for the worker and not
+// unwound yet: 8 MiB, about 800 samples of 10 KiB, 0.4 s of both CPUs at
+// 999 Hz.
+const maxDeferredBytes = 8 << 20
+
+// newUserStacks returns the reader's userStacks or (worker) the
+// worker's, sharing u, built and deferred.
+func newUserStacks(sym *symbolize.Symbolizer, u *unwind.Unwinder, built *sync.Map, deferred *atomic.Int64, worker bool) *userStacks {
+	return &userStacks{u: u, sym: sym, built: built, deferred: deferred, worker: worker, procs: map[uint32]*codeProcess{}}
 }
 
 // unwindSample replaces smp.UserIPs with the unwound user stack of a
 // sample with user registers (attach.FlagUserRegs), leaf first, ending
 // with TruncatedIP when the unwind was cut, and reports true. The
-// reader's reports false, leaving smp as it is, when the unwind needs a
-// table not built yet: the sample goes to the worker (deferSample).
-// Other samples are left as they are (true).
+// reader's reports false, leaving smp as it is, when the sample is to go
+// to the worker (its window copied, counted in deferred). Other samples
+// are left as they are (true).
 func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	if smp.Flags&attach.FlagUserRegs == 0 {
 		return true
 	}
+	if us.worker {
+		defer us.deferred.Add(-int64(len(smp.Stack)))
+	}
 	p := us.procs[smp.PID]
 	if p == nil {
-		p = &codeProcess{sym: us.sym, pid: smp.PID, built: us.built, load: us.load}
-		if !us.load {
+		p = &codeProcess{sym: us.sym, pid: smp.PID, built: us.built, how: symbolize.CodeTry}
+		if us.worker {
 			// The worker sees no exec records to drop a process's
 			// objects at (forget): it keeps none across samples.
+			p.how = symbolize.CodeRead
+		} else {
 			us.procs[smp.PID] = p
 		}
 	}
-	p.missing = false
 	regs := unwind.Regs(smp.Regs)
 	// Into smp's own buffer (empty: no frame-pointer IPs with
 	// registers): a sample in the worker's queue owns its slices.
+	p.missing = false
 	ips, stop := us.u.Unwind(smp.UserIPs[:0], p, &regs, smp.Stack)
+	if p.missing && us.deferred.Load()+int64(len(smp.Stack)) > maxDeferredBytes {
+		// Too much waits for the worker: wait for the lock here, and
+		// build tables here.
+		p.how, p.missing = symbolize.CodeWait, false
+		ips, stop = us.u.Unwind(smp.UserIPs[:0], p, &regs, smp.Stack)
+		p.how = symbolize.CodeTry
+	}
 	if p.missing {
 		us.defers++
+		us.deferred.Add(int64(len(smp.Stack)))
 		return false
 	}
 	us.stops[stop]++
@@ -118,19 +141,19 @@ type codeProcess struct {
 	pid     uint32
 	objs    []symbolize.CodeObject // looked up so far, most recent last
 	built   *sync.Map              // keys of tables built
-	load    bool                   // Object may return objects whose table is not built
-	missing bool                   // Object met an object whose table is not built (!load)
+	how     symbolize.CodeLookup   // CodeTry (reader), CodeWait (reader, over budget), CodeRead (worker)
+	missing bool                   // the walk stopped for a binary not read, a busy lock or a table not built
 }
 
 // maxCodeObjects bounds codeProcess.objs: a process's stacks touch a few
 // objects; past this many the oldest go first.
 const maxCodeObjects = 32
 
-// Object returns the object that holds pc (unwind.Process). Without
-// load (on the reader's goroutine), an object whose file the symbolizer
-// has not read or whose table is not built yet ends the walk (as no
-// object) and sets missing; with load (on the worker's, which reads
-// binaries for Stack), both happen now.
+// Object returns the object that holds pc (unwind.Process). With
+// CodeTry, an object the symbolizer cannot answer for now (binary not
+// read, lock busy) or whose table is not built yet ends the walk (as no
+// object) and sets missing; with CodeWait only an unread binary does;
+// with CodeRead nothing does.
 func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 	var c *symbolize.CodeObject
 	for i := len(p.objs) - 1; i >= 0; i-- {
@@ -140,7 +163,7 @@ func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 		}
 	}
 	if c == nil {
-		co, st := p.sym.CodeAt(p.pid, pc, p.load)
+		co, st := p.sym.CodeAt(p.pid, pc, p.how)
 		if st == symbolize.CodeNotRead {
 			p.missing = true
 		}
@@ -156,8 +179,8 @@ func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 	o := unwindObject(c)
 	if o.Kind != unwind.KindJIT {
 		key := tableKey(o)
-		if p.load {
-			p.built.Store(key, true)
+		if p.how != symbolize.CodeTry {
+			p.built.Store(key, true) // the Unwinder builds it now
 		} else if _, ok := p.built.Load(key); !ok {
 			p.missing = true
 			return unwind.Object{}, false

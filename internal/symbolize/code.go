@@ -43,17 +43,37 @@ type CodeObject struct {
 	Kind CodeKind
 }
 
+// CodeLookup says how far CodeAt may go to answer.
+type CodeLookup uint8
+
+const (
+	// CodeTry answers only if the symbolizer's lock is free now (else
+	// CodeNotRead) and reads no binary: for a goroutine that must not
+	// wait (a ring buffer reader).
+	CodeTry CodeLookup = iota
+	// CodeWait waits for the lock but reads no binary.
+	CodeWait
+	// CodeRead reads the mapping's binary on first use, as Stack does
+	// for a frame there; only on the goroutine that calls Stack (one
+	// goroutine reads binaries: the lock is released while it does).
+	CodeRead
+)
+
 // CodeAt returns the executable mapping of process pid that holds addr,
 // reading the process's maps on first sight. An address in no mapping at
 // all makes the maps be read again (rate-limited, as for ObserveStack:
-// the dynamic loader maps libraries after the exec-time read). With open,
-// the mapping's file is read on first use, as Stack does for a frame
-// there, and CodeAt must be called where Stack is (one goroutine reads
-// binaries: s.mu is released while it does); without open, a mapping
-// whose file has not been read yet gives CodeNotRead. The result is
-// computed once per mapping; later calls cost a lock and a binary search.
-func (s *Symbolizer) CodeAt(pid uint32, addr uint64, open bool) (CodeObject, CodeStatus) {
-	s.mu.Lock()
+// the dynamic loader maps libraries after the exec-time read). A mapping
+// whose binary has not been read yet gives CodeNotRead unless how is
+// CodeRead. The result is computed once per mapping; later calls cost a
+// lock and a binary search.
+func (s *Symbolizer) CodeAt(pid uint32, addr uint64, how CodeLookup) (CodeObject, CodeStatus) {
+	if how == CodeTry {
+		if !s.mu.TryLock() {
+			return CodeObject{}, CodeNotRead
+		}
+	} else {
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	p := s.process(pid)
 	m := p.find(addr)
@@ -65,7 +85,7 @@ func (s *Symbolizer) CodeAt(pid uint32, addr uint64, open bool) (CodeObject, Cod
 		return CodeObject{}, CodeNone
 	}
 	if m.code == nil {
-		if !m.opened && open {
+		if !m.opened && how == CodeRead {
 			s.openLocked(pid, m)
 		}
 		// A file mapping is read when its Binary or the reason it has
@@ -87,8 +107,8 @@ const (
 	CodeFound CodeStatus = iota
 	// CodeNone: no executable mapping holds the address.
 	CodeNone
-	// CodeNotRead: the mapping's file has not been read yet (CodeAt
-	// without open).
+	// CodeNotRead: the mapping's binary has not been read yet, or (with
+	// CodeTry) the lock was busy.
 	CodeNotRead
 )
 
