@@ -43,7 +43,6 @@ node_pid=$!
 pids+=($node_pid)
 sleep 2
 sysctl -qw kernel.bpf_stats_enabled=1
-list=$(IFS=,; echo "${pids[*]}")
 
 # prog_stats PID: "run_time_ns run_cnt" summed over PID's perf_event programs.
 prog_stats() {
@@ -56,11 +55,11 @@ prog_stats() {
 	echo "$ns $cnt"
 }
 
-echo "| configuration | in-kernel ns/sample | stack bytes/sample | copies cut by the window | user stacks whole | samples (lost) |"
+echo "| configuration | in-kernel ns/run | stack bytes/sample | copies cut by the window | user stacks whole | program runs (samples lost) |"
 echo "|---|---|---|---|---|---|"
 for cg in fp dwarf,8192 dwarf,16384 dwarf,32768 dwarf,65536; do
 	out=$work/out.pb.gz
-	"$gp" -q -f 999 -d "$secs" -p "$list" --call-graph "$cg" -o "$out" 2>"$work/err" &
+	"$gp" -q -f 999 -d "$secs" --call-graph "$cg" -o "$out" 2>"$work/err" &
 	gpid=$!
 	sleep $((secs - 1))
 	read -r ns cnt < <(prog_stats "$gpid")
@@ -69,7 +68,6 @@ for cg in fp dwarf,8192 dwarf,16384 dwarf,32768 dwarf,65536; do
 	bytes=$(sed -n 's/.*(\([0-9]*\) per sample).*/\1/p' <<<"$comments")
 	cut=$(sed -n 's/.* \([0-9]*\) cut by the window size.*/\1/p' <<<"$comments")
 	whole=$(sed -n 's/^user stacks: \([0-9]*\) complete, \([0-9]*\) cut.*/\1 \2/p' <<<"$comments")
-	samples=$(go tool pprof -raw "$out" 2>/dev/null | grep -c '^ *[0-9]' || true)
 	lost=$(sed -n 's/^samples lost: \([0-9]*\).*/\1/p' <<<"$comments")
 	pct=n/a
 	if [ -n "$whole" ]; then
