@@ -60,9 +60,10 @@ const (
 )
 
 // CodeAt returns the executable mapping of process pid that holds addr,
-// reading the process's maps on first sight. An address in no mapping at
-// all makes the maps be read again (rate-limited, as for ObserveStack:
-// the dynamic loader maps libraries after the exec-time read). A mapping
+// reading the process's maps on first sight. An address in no executable
+// mapping makes the maps be read again (rate-limited, as for
+// ObserveStack: the dynamic loader maps libraries after the exec-time
+// read, and JIT compilers make code executable after writing it). A mapping
 // whose binary has not been read yet gives CodeNotRead unless how is
 // CodeRead. The result is computed once per mapping; later calls cost a
 // lock and a binary search.
@@ -77,7 +78,9 @@ func (s *Symbolizer) CodeAt(pid uint32, addr uint64, how CodeLookup) (CodeObject
 	defer s.mu.Unlock()
 	p := s.process(pid)
 	m := p.find(addr)
-	if m == nil && addr >= minCodeAddr && !p.gone && !p.inData(addr) && s.now().Sub(p.lastRead) >= p.reread {
+	// A pc in a data mapping as last read is re-read too: JIT compilers
+	// map code writable first and make it executable later (V8).
+	if m == nil && addr >= minCodeAddr && !p.gone && s.now().Sub(p.lastRead) >= p.reread {
 		s.readMaps(p)
 		m = p.find(addr)
 	}
