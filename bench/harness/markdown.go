@@ -9,13 +9,14 @@ import (
 )
 
 var configTitle = map[string]string{
-	"none":       "none (workload alone)",
-	"floor":      "floor (empty BPF program)",
-	"perf":       "perf record -g + perf report",
-	"perf-dwarf": "perf record --call-graph dwarf + perf report",
-	"bpftrace":   "bpftrace profile:hz",
-	"bcc":        "BCC profile-bpfcc -f",
-	"gprofile":   "gprofile",
+	"none":        "none (workload alone)",
+	"floor":       "floor (empty BPF program)",
+	"perf":        "perf record -g + perf report",
+	"perf-dwarf":  "perf record --call-graph dwarf + perf report",
+	"bpftrace":    "bpftrace profile:hz",
+	"bcc":         "BCC profile-bpfcc -f",
+	"gprofile-fp": "gprofile --call-graph fp",
+	"gprofile":    "gprofile (--call-graph dwarf)",
 }
 
 func (r *report) writeMarkdown(path string) error {

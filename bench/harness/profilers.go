@@ -13,7 +13,7 @@ import (
 )
 
 // The configurations, in table order.
-var configs = []string{"none", "floor", "perf", "perf-dwarf", "bpftrace", "bcc", "gprofile"}
+var configs = []string{"none", "floor", "perf", "perf-dwarf", "bpftrace", "bcc", "gprofile-fp", "gprofile"}
 
 // isPerf reports whether cfg is one of perf's configurations (perf
 // record, then perf report).
@@ -59,9 +59,14 @@ func startProfiler(cfg string, hz int, dir string, p *paths, maxSecs int) (*sess
 	switch cfg {
 	case "floor":
 		s.main, err = startBG(dir, cfg, nil, p.floor, "-f", f)
-	case "gprofile":
-		s.main, err = startBG(dir, cfg, nil, p.gprofile, "--sw-event", "-f", f,
-			"-d", strconv.Itoa(maxSecs), "-o", filepath.Join(dir, "out.pb.gz"))
+	case "gprofile", "gprofile-fp":
+		args := []string{p.gprofile, "--sw-event", "-f", f, "-d", strconv.Itoa(maxSecs), "-o", filepath.Join(dir, "out.pb.gz")}
+		if cfg == "gprofile-fp" {
+			// gprofile's frame-pointer walk, beside its default
+			// (--call-graph dwarf): what the stack copy costs.
+			args = append(args, "--call-graph", "fp")
+		}
+		s.main, err = startBG(dir, cfg, nil, args...)
 	case "bpftrace":
 		s.main, err = startBG(dir, cfg, nil, p.bpftrace, "-e",
 			"profile:hz:"+f+" { @[kstack, ustack, comm] = count(); }")
@@ -170,7 +175,7 @@ var (
 // sampledSecs returns how long the profiler says it sampled (gprofile's
 // summary line, 0.1 s resolution), or 0 when it does not say.
 func (s *session) sampledSecs() float64 {
-	if s.cfg != "gprofile" {
+	if s.cfg != "gprofile" && s.cfg != "gprofile-fp" {
 		return 0
 	}
 	if m := reElapsed.FindStringSubmatch(readFile(s.main.stderr)); m != nil {
@@ -186,7 +191,7 @@ func (s *session) samples(runs uint64) (delivered, lost int64) {
 	switch s.cfg {
 	case "floor":
 		return int64(runs), -1
-	case "gprofile":
+	case "gprofile", "gprofile-fp":
 		if m := reGprofile.FindStringSubmatch(readFile(s.main.stderr)); m != nil {
 			return atoi(m[1]), atoi(m[2])
 		}
