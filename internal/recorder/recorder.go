@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,9 +136,9 @@ func New(cfg Config) (_ *Recorder, err error) {
 	}
 	r.start = time.Now()
 	r.c = newCollector(r.sym, cfg.Labels, cfg.PerThread, cfg.Stream)
-	u, built, deferred := unwind.New(unwind.Options{}), new(sync.Map), new(atomic.Int64)
-	r.us = newUserStacks(r.sym, u, built, deferred, false)
-	r.c.us = newUserStacks(r.sym, u, built, deferred, true)
+	u, deferred := unwind.New(unwind.Options{}), new(atomic.Int64)
+	r.us = newUserStacks(r.sym, u, deferred, false)
+	r.c.us = newUserStacks(r.sym, u, deferred, true)
 	if slices.Contains(cfg.Labels, output.LabelCgroup) {
 		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {
 			return nil, err

@@ -3,7 +3,6 @@ package recorder
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gprofile/gprofile/internal/attach"
@@ -34,11 +33,10 @@ const TruncatedFrame = "[truncated]"
 // binary is lost. The copies in flight are bounded (maxDeferredBytes);
 // past that the reader waits for the lock and builds tables itself. One
 // userStacks per goroutine; they share the Unwinder (safe for concurrent
-// use), the set of built tables and the count of deferred bytes.
+// use) and the count of deferred bytes.
 type userStacks struct {
 	u        *unwind.Unwinder
 	sym      *symbolize.Symbolizer
-	built    *sync.Map     // cache keys (unwind.Object.Key) of tables built
 	deferred *atomic.Int64 // bytes of windows copied for the worker, not unwound yet
 	worker   bool          // the worker's: reads binaries, builds tables
 	procs    map[uint32]*codeProcess
@@ -52,9 +50,9 @@ type userStacks struct {
 const maxDeferredBytes = 8 << 20
 
 // newUserStacks returns the reader's userStacks or (worker) the
-// worker's, sharing u, built and deferred.
-func newUserStacks(sym *symbolize.Symbolizer, u *unwind.Unwinder, built *sync.Map, deferred *atomic.Int64, worker bool) *userStacks {
-	return &userStacks{u: u, sym: sym, built: built, deferred: deferred, worker: worker, procs: map[uint32]*codeProcess{}}
+// worker's, sharing u and deferred.
+func newUserStacks(sym *symbolize.Symbolizer, u *unwind.Unwinder, deferred *atomic.Int64, worker bool) *userStacks {
+	return &userStacks{u: u, sym: sym, deferred: deferred, worker: worker, procs: map[uint32]*codeProcess{}}
 }
 
 // unwindSample replaces smp.UserIPs with the unwound user stack of a
@@ -72,7 +70,7 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	}
 	p := us.procs[smp.PID]
 	if p == nil {
-		p = &codeProcess{sym: us.sym, pid: smp.PID, built: us.built, how: symbolize.CodeTry}
+		p = &codeProcess{sym: us.sym, u: us.u, pid: smp.PID, how: symbolize.CodeTry}
 		if us.worker {
 			// The worker sees no exec records to drop a process's
 			// objects at (forget): it keeps none across samples.
@@ -138,9 +136,9 @@ func StopSummary(stops [unwind.NumStops]uint64) string {
 // table (symbolize.Symbolizer.CodeAt).
 type codeProcess struct {
 	sym     *symbolize.Symbolizer
+	u       *unwind.Unwinder
 	pid     uint32
 	objs    []symbolize.CodeObject // looked up so far, most recent last
-	built   *sync.Map              // keys of tables built
 	how     symbolize.CodeLookup   // CodeTry (reader), CodeWait (reader, over budget), CodeRead (worker)
 	missing bool                   // the walk stopped for a binary not read, a busy lock or a table not built
 }
@@ -177,28 +175,11 @@ func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 		c = &p.objs[len(p.objs)-1]
 	}
 	o := unwindObject(c)
-	if o.Kind != unwind.KindJIT {
-		key := tableKey(o)
-		if p.how != symbolize.CodeTry {
-			p.built.Store(key, true) // the Unwinder builds it now
-		} else if _, ok := p.built.Load(key); !ok {
-			p.missing = true
-			return unwind.Object{}, false
-		}
+	if p.how == symbolize.CodeTry && !p.u.HasTable(o) {
+		p.missing = true
+		return unwind.Object{}, false
 	}
 	return o, true
-}
-
-// tableKey is the key the Unwinder caches obj's table by: its Key, else
-// its path ([vdso] for the vDSO's).
-func tableKey(o unwind.Object) string {
-	switch {
-	case o.Key != "":
-		return o.Key
-	case o.Kind == unwind.KindVDSO && o.Path == "":
-		return "[vdso]"
-	}
-	return o.Path
 }
 
 // unwindObject turns the symbolizer's description of a mapping into the
