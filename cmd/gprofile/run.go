@@ -251,12 +251,12 @@ func writeProfile(o *options, out *outFile, bw *bufio.Writer, res *recorder.Resu
 	if err == nil {
 		switch o.format {
 		case formatFolded:
-			err = output.WriteFoldedOptions(bw, res.Aggregate.Samples(), output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID, FullNames: o.fullName})
+			err = output.WriteFoldedOptions(bw, res.Aggregate, output.FoldedOptions{PerPID: o.perPID, PerThread: o.perTID, FullNames: o.fullName})
 		case formatHTML:
 			title := fmt.Sprintf("gprofile: %s, %d samples, %.1f s", res.Event.Name, res.Samples, res.Elapsed.Seconds())
-			err = output.WriteFlameHTML(bw, res.Aggregate.Samples(), title)
+			err = output.WriteFlameHTML(bw, res.Aggregate, title)
 		case formatPprof:
-			err = output.WritePprof(bw, res.Aggregate.Samples(), pprofMeta(o, res))
+			err = output.WritePprof(bw, res.Aggregate, pprofMeta(o, res))
 		}
 	}
 	if err == nil {
@@ -331,7 +331,7 @@ func rate(o *options, ev attach.Event) string {
 // frames, when there are any).
 func summarize(w io.Writer, o *options, res *recorder.Result) {
 	if o.output != "-" {
-		output.WriteTop(w, res.Aggregate.Samples(), 10)
+		output.WriteTop(w, res.Aggregate, 10)
 	}
 	where := "to stdout"
 	view := ""

@@ -43,7 +43,7 @@ func writeViewProfile(t *testing.T) string {
 	}
 	a.AddStack(key, a.InternStack(7, top), 1e7)
 	var buf bytes.Buffer
-	if err := output.WritePprof(&buf, a.Samples(), output.Meta{Period: 1e7, Duration: time.Second}); err != nil {
+	if err := output.WritePprof(&buf, a, output.Meta{Period: 1e7, Duration: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "view.pb.gz")

@@ -89,6 +89,9 @@ type Aggregator struct {
 	scratch    []byte             // content key being built
 	scratchIDs []uint32           // location ids of the stack being interned
 	built      []*symbolize.Stack // stack id -> its frames, made by Samples
+
+	sortedRecs  []record // the records in the order of Samples (sorted)
+	sortedCount int64    // count when sortedRecs was made
 }
 
 // NewAggregator returns an empty Aggregator.

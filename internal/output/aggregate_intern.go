@@ -76,11 +76,15 @@ type cframe struct {
 	line, startLine int32
 	inlined, kernel bool
 	reason          symbolize.Reason
+	// call says that addr is a return address (callSite): the frame is
+	// not the leaf of its part of the stack, kernel or user.
+	call bool
 }
 
 // locTable holds each distinct location once: the frames of one address
 // (inlined ones, innermost first, then the physical one), as the first
-// stack that had them gave them.
+// stack that had them gave them, and whether that address is a return
+// address. Location i is location i+1 of the pprof profile (BuildPprof).
 type locTable struct {
 	index  map[hash128]uint32
 	off    chunks[uint32] // location i is frames[off[i]:off[i+1]]
@@ -114,7 +118,7 @@ func (a *Aggregator) InternStack(pid uint32, st *symbolize.Stack) StackID {
 	ids := a.scratchIDs[:0]
 	for i := 0; i < len(frames); {
 		j := locationEnd(frames, i)
-		ids = append(ids, a.location(pid, frames[i:j]))
+		ids = append(ids, a.location(pid, frames[i:j], isCallSite(frames, i)))
 		i = j
 	}
 	a.scratchIDs = ids
@@ -149,9 +153,12 @@ func (t *stackTable) add(ids []uint32) StackID {
 }
 
 // location returns the id of the location of frames, which share one
-// address, in process pid.
-func (a *Aggregator) location(pid uint32, frames []symbolize.Frame) uint32 {
+// address, in process pid; call says the address is a return address.
+func (a *Aggregator) location(pid uint32, frames []symbolize.Frame, call bool) uint32 {
 	k := a.scratch[:0]
+	if call {
+		k = append(k, 'c')
+	}
 	for i := range frames {
 		k = appendFrameKey(k, pid, &frames[i])
 	}
@@ -171,13 +178,20 @@ func (a *Aggregator) location(pid uint32, frames []symbolize.Frame) uint32 {
 			addr: f.Address, symStart: f.SymbolStart, mapping: f.Mapping,
 			fn: a.strs.id(f.Function), sys: a.strs.id(f.SystemName), file: a.strs.id(f.File),
 			line: int32(f.Line), startLine: int32(f.StartLine),
-			inlined: f.Inlined, kernel: f.Kernel, reason: f.Reason,
+			inlined: f.Inlined, kernel: f.Kernel, reason: f.Reason, call: call,
 		})
 	}
 	t.off.append(uint32(t.frames.len()))
 	id := uint32(t.off.len() - 2)
 	t.index[h] = id
 	return id
+}
+
+// isCallSite reports whether the location that starts at frames[i] has
+// a return address: it is not the leaf of its part (kernel or user) and
+// its address is not 0.
+func isCallSite(frames []symbolize.Frame, i int) bool {
+	return i > 0 && isKernel(&frames[i]) == isKernel(&frames[i-1]) && frames[i].Address != 0
 }
 
 // appendFrameKey appends the content key of frame f of process pid.

@@ -22,8 +22,8 @@ func (fx *fixture) aggregateInterned() *Aggregator {
 	return a
 }
 
-// TestInternedSamplesMatch: stacks interned by content give the samples,
-// frames and outputs that the same stacks added by pointer give.
+// TestInternedSamplesMatch: stacks interned once and counted by id give
+// the samples, frames and outputs that interning every sample gives.
 func TestInternedSamplesMatch(t *testing.T) {
 	fx := newFixture()
 	want, got := fx.aggregate().Samples(), fx.aggregateInterned().Samples()
@@ -40,20 +40,20 @@ func TestInternedSamplesMatch(t *testing.T) {
 			t.Errorf("sample %d: %+v, want %+v", i, g, w)
 		}
 	}
-	for name, write := range map[string]func(*bytes.Buffer, []Sample) error{
-		"pprof":  func(b *bytes.Buffer, s []Sample) error { return WritePprof(b, s, Meta{Period: fixturePeriod}) },
-		"folded": func(b *bytes.Buffer, s []Sample) error { return WriteFolded(b, s) },
-		"top":    func(b *bytes.Buffer, s []Sample) error { return WriteTop(b, s, 10) },
+	for name, write := range map[string]func(*bytes.Buffer, *Aggregator) error{
+		"pprof":  func(b *bytes.Buffer, a *Aggregator) error { return WritePprof(b, a, Meta{Period: fixturePeriod}) },
+		"folded": func(b *bytes.Buffer, a *Aggregator) error { return WriteFolded(b, a) },
+		"top":    func(b *bytes.Buffer, a *Aggregator) error { return WriteTop(b, a, 10) },
 	} {
 		var wb, gb bytes.Buffer
-		if err := write(&wb, want); err != nil {
+		if err := write(&wb, fx.aggregate()); err != nil {
 			t.Fatal(err)
 		}
-		if err := write(&gb, got); err != nil {
+		if err := write(&gb, fx.aggregateInterned()); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(wb.Bytes(), gb.Bytes()) {
-			t.Errorf("%s output differs between interned and pointer stacks", name)
+			t.Errorf("%s output differs between stacks interned once and per sample", name)
 		}
 	}
 }

@@ -11,23 +11,17 @@ import (
 // Samples returns a new slice with one Sample per distinct key and stack,
 // sorted by pid, then tid, then comm (byte order), then cpu, then cgroup,
 // then stack (frame by frame from the leaf: address, then function name),
-// so that the order does not depend on the order the
-// samples arrived in. The Stacks are shared between the Samples of one
-// stack, and with the Aggregator: each is made once from its locations,
-// on the first call, and kept. The caller must not change them.
+// so that the order does not depend on the order the samples arrived in.
+// The Stacks are shared between the Samples of one stack, and with the
+// Aggregator: each is made once from its locations, on the first call,
+// and kept. The caller must not change them. The writers of this package
+// do not call it: they walk the Aggregator's stacks and locations.
 func (a *Aggregator) Samples() []Sample {
 	a.build()
-	recs := a.recs.flat()
-	slices.SortFunc(recs, a.compareRecords)
+	recs := a.sorted()
 	out := make([]Sample, 0, len(recs))
 	for i := range recs {
 		r := &recs[i]
-		if i > 0 && recs[i-1].recKey == r.recKey { // a retired process came back
-			s := &out[len(out)-1]
-			s.Count += r.count
-			s.Nanos += r.nanos
-			continue
-		}
 		out = append(out, Sample{
 			PID: r.pid, TID: r.tid, CPU: r.cpu,
 			Comm: a.strs.str(r.comm), Cgroup: a.strs.str(r.cgroup),
@@ -35,6 +29,38 @@ func (a *Aggregator) Samples() []Sample {
 		})
 	}
 	return out
+}
+
+// sorted returns the records in the order of Samples, those of a retired
+// process that came back merged into one. It sorts once, and again only
+// after samples were added; the caller must not change the slice.
+func (a *Aggregator) sorted() []record {
+	if a.sortedRecs != nil && a.sortedCount == a.count {
+		return a.sortedRecs
+	}
+	recs := a.recs.flat()
+	slices.SortFunc(recs, a.compareRecords)
+	out := recs[:0]
+	for i := range recs {
+		if n := len(out); n > 0 && out[n-1].recKey == recs[i].recKey { // a retired process came back
+			out[n-1].count += recs[i].count
+			out[n-1].nanos += recs[i].nanos
+			continue
+		}
+		out = append(out, recs[i])
+	}
+	a.sortedRecs, a.sortedCount = out, a.count
+	return out
+}
+
+// eachRecord calls fn for every record, in the order they were added (a
+// retired process that came back has two).
+func (a *Aggregator) eachRecord(fn func(r *record)) {
+	for _, c := range a.recs.c {
+		for i := range c {
+			fn(&c[i])
+		}
+	}
 }
 
 // build makes the *symbolize.Stack of every stack that has none yet:
@@ -55,11 +81,12 @@ func (a *Aggregator) build() {
 	arena := make([]symbolize.Frame, 0, total)
 	for id := len(a.built); id < n; id++ {
 		start := len(arena)
-		for j := *t.off.at(id); j < *t.off.at(id + 1); j++ {
-			from, to := a.locs.span(*t.locs.at(int(j)))
-			for i := from; i < to; i++ {
-				arena = append(arena, a.frame(a.locs.frames.at(i)))
+		for it := a.frames(StackID(id)); ; {
+			c := it.next()
+			if c == nil {
+				break
 			}
+			arena = append(arena, a.frame(c))
 		}
 		a.built = append(a.built, &symbolize.Stack{Frames: arena[start:len(arena):len(arena)]})
 	}
@@ -68,6 +95,46 @@ func (a *Aggregator) build() {
 // span returns the range of location loc's frames in t.frames.
 func (t *locTable) span(loc uint32) (from, to int) {
 	return int(*t.off.at(int(loc))), int(*t.off.at(int(loc) + 1))
+}
+
+// span returns the range of stack id's location ids in t.locs.
+func (t *stackTable) span(id StackID) (from, to int) {
+	return int(*t.off.at(int(id))), int(*t.off.at(int(id) + 1))
+}
+
+// frameIter walks the frames of one stack, leaf first, location by
+// location.
+type frameIter struct {
+	a            *Aggregator
+	loc, locEnd  int // the next location, in a.stacks.locs
+	frame, fsEnd int // the next frame of the current location, in a.locs.frames
+}
+
+// frames returns an iterator over the frames of stack id.
+func (a *Aggregator) frames(id StackID) frameIter {
+	from, to := a.stacks.span(id)
+	return frameIter{a: a, loc: from, locEnd: to}
+}
+
+// next returns the next frame, or nil after the last.
+func (it *frameIter) next() *cframe {
+	c, _ := it.nextAt()
+	return c
+}
+
+// nextAt returns the next frame and its index in the location table's
+// frames, or nil after the last.
+func (it *frameIter) nextAt() (*cframe, int) {
+	for it.frame == it.fsEnd {
+		if it.loc == it.locEnd {
+			return nil, 0
+		}
+		it.frame, it.fsEnd = it.a.locs.span(*it.a.stacks.locs.at(it.loc))
+		it.loc++
+	}
+	at := it.frame
+	it.frame++
+	return it.a.locs.frames.at(at), at
 }
 
 // compareRecords orders records as Samples promises: by key, then by
@@ -95,24 +162,47 @@ func (a *Aggregator) compareRecords(x, y record) int {
 	if x.stack == y.stack {
 		return 0
 	}
-	if c := slices.CompareFunc(stackFrames(a.built[x.stack]), stackFrames(a.built[y.stack]), compareFrames); c != 0 {
+	if c := a.compareStacks(x.stack, y.stack); c != 0 {
 		return c
 	}
 	return cmp.Compare(x.stack, y.stack)
 }
 
-func compareFrames(a, b symbolize.Frame) int {
-	if c := cmp.Compare(a.Address, b.Address); c != 0 {
+// compareStacks compares the frames of two stacks from the leaf, as
+// slices.CompareFunc with compareFrames would.
+func (a *Aggregator) compareStacks(x, y StackID) int {
+	xi, yi := a.frames(x), a.frames(y)
+	for {
+		fx, fy := xi.next(), yi.next()
+		switch {
+		case fx == nil && fy == nil:
+			return 0
+		case fx == nil:
+			return -1
+		case fy == nil:
+			return 1
+		}
+		if c := a.compareFrames(fx, fy); c != 0 {
+			return c
+		}
+	}
+}
+
+// compareFrames orders frames by address, then function name; an inlined
+// frame sorts before a physical one at the same address.
+func (a *Aggregator) compareFrames(x, y *cframe) int {
+	if c := cmp.Compare(x.addr, y.addr); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.Function, b.Function); c != 0 {
-		return c
+	if x.fn != y.fn {
+		if c := strings.Compare(a.strs.str(x.fn), a.strs.str(y.fn)); c != 0 {
+			return c
+		}
 	}
-	// An inlined frame sorts before a physical one at the same address.
 	switch {
-	case a.Inlined == b.Inlined:
+	case x.inlined == y.inlined:
 		return 0
-	case a.Inlined:
+	case x.inlined:
 		return -1
 	default:
 		return 1

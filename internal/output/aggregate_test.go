@@ -21,6 +21,24 @@ func addSample(a *Aggregator, key SampleKey, st *symbolize.Stack, nanos int64) {
 	a.AddStack(key, a.InternStack(key.PID, st), nanos)
 }
 
+// aggregateOf adds samples to a new Aggregator: each one Count times,
+// its Nanos spread over them, its stack interned as its pid's.
+func aggregateOf(samples ...Sample) *Aggregator {
+	a := NewAggregator()
+	for _, s := range samples {
+		id := a.InternStack(s.PID, s.Stack)
+		key := SampleKey{PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: s.Comm, Cgroup: s.Cgroup}
+		for k := range s.Count {
+			nanos := s.Nanos / s.Count
+			if k == 0 {
+				nanos += s.Nanos % s.Count
+			}
+			a.AddStack(key, id, nanos)
+		}
+	}
+	return a
+}
+
 // sameSample reports whether x and y have the same key, counts and
 // frames.
 func sameSample(x, y Sample) bool {

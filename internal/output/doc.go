@@ -3,7 +3,9 @@
 // It owns the last step of a run: an Aggregator merges the samples that
 // share a process, a thread name (comm), optionally a thread and a CPU
 // (SampleKey), and a symbolized stack into one Sample with a count and a
-// CPU time in nanoseconds. The writers of aggregated samples:
+// CPU time in nanoseconds. It holds every location (the frames of one
+// address) once; pprof location i+1 is its location i, and the writers of
+// aggregated samples walk its stacks and locations:
 //
 //   - WritePprof writes a gzipped pprof profile (profile.proto, read by go
 //     tool pprof and most profile viewers), with the labels Meta.Labels
@@ -22,7 +24,8 @@
 // The package reads stacks made by internal/symbolize and imports it for its
 // types only. It needs nothing from the kernel and no privileges. It caches
 // nothing between calls: an Aggregator holds one entry per distinct
-// (key, stack) until it is dropped, the pprof, folded, flame graph and top
-// writers build their tables afresh on every call, and TextWriter and
-// JSONWriter keep only the buffer of their last line.
+// (key, stack) until it is dropped (and its sorted entries once asked
+// for), the pprof, folded, flame graph and top writers build their tables
+// afresh on every call, and TextWriter and JSONWriter keep only the
+// buffer of their last line.
 package output

@@ -41,7 +41,7 @@ type flameNode struct {
 	index map[string]*flameNode // children by name, while building
 }
 
-// WriteFlameHTML writes samples as one self-contained HTML page with an
+// WriteFlameHTML writes the samples of a as one self-contained HTML page with an
 // interactive flame graph: the d3 and d3-flame-graph libraries and the
 // data are inlined, so the page works offline. Frames can be searched
 // (substring, ignoring case; page.html#search=TERM opens with a search),
@@ -59,8 +59,8 @@ type flameNode struct {
 // and '&' escaped so that no "</script>" can end it early. title is the
 // page's title, HTML-escaped. Writes to w are buffered; the error is the
 // first one w returned.
-func WriteFlameHTML(w io.Writer, samples []Sample, title string) error {
-	tree, err := json.Marshal(flameTree(samples)) // escapes <, > and & as \u003c...
+func WriteFlameHTML(w io.Writer, a *Aggregator, title string) error {
+	tree, err := json.Marshal(flameTree(a)) // escapes <, > and & as \u003c...
 	if err != nil {
 		return fmt.Errorf("write flame graph: %w", err)
 	}
@@ -80,20 +80,21 @@ func WriteFlameHTML(w io.Writer, samples []Sample, title string) error {
 	return nil
 }
 
-// flameTree returns the flame graph tree of samples, made from their
-// folded stacks so that it draws exactly what the folded output does.
-func flameTree(samples []Sample) *flameNode {
+// flameTree returns the flame graph tree of the samples of a, made from
+// their folded stacks so that it draws exactly what the folded output
+// does.
+func flameTree(a *Aggregator) *flameNode {
 	root := &flameNode{Name: flameRootName}
+	names := newFoldedNames(a, false)
 	var line []byte
-	for i := range samples {
-		s := &samples[i]
-		if s.Count == 0 {
-			continue
+	a.eachRecord(func(s *record) {
+		if s.count == 0 {
+			return
 		}
-		root.Value += s.Count
-		line = appendFoldedStack(line[:0], s, FoldedOptions{})
+		root.Value += s.count
+		line = names.appendStack(line[:0], s, FoldedOptions{})
 		n := root
-		// Names hold no ';': appendFoldedStack replaces it.
+		// Names hold no ';': appendFoldedName replaces it.
 		for rest := line; len(rest) > 0; {
 			name := rest
 			if j := slices.Index(rest, ';'); j >= 0 {
@@ -102,9 +103,9 @@ func flameTree(samples []Sample) *flameNode {
 				rest = nil
 			}
 			n = n.child(name)
-			n.Value += s.Count
+			n.Value += s.count
 		}
-	}
+	})
 	root.sort()
 	return root
 }

@@ -16,7 +16,7 @@ import (
 func writeFlamePage(t *testing.T) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteFlameHTML(&buf, newFixture().aggregate().Samples(), "gprofile fixture"); err != nil {
+	if err := WriteFlameHTML(&buf, newFixture().aggregate(), "gprofile fixture"); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "flame.html")
@@ -50,7 +50,7 @@ func TestFlameHTMLInChromium(t *testing.T) {
 			count(c)
 		}
 	}
-	count(flameTree(newFixture().aggregate().Samples()))
+	count(flameTree(newFixture().aggregate()))
 	for name, n := range want {
 		if drawn[name] != n {
 			t.Errorf("%d frames named %q drawn, want %d", drawn[name], name, n)

@@ -64,9 +64,9 @@ func flameLines(t *testing.T, n *flameNode, prefix string, lines map[string]int6
 }
 
 // foldedLines parses WriteFolded's output.
-func foldedLines(t *testing.T, samples []Sample) map[string]int64 {
+func foldedLines(t *testing.T, a *Aggregator) map[string]int64 {
 	var buf bytes.Buffer
-	if err := WriteFolded(&buf, samples); err != nil {
+	if err := WriteFolded(&buf, a); err != nil {
 		t.Fatal(err)
 	}
 	lines := map[string]int64{}
@@ -84,7 +84,7 @@ func foldedLines(t *testing.T, samples []Sample) map[string]int64 {
 }
 
 func TestFlameHTMLMatchesFolded(t *testing.T) {
-	samples := newFixture().aggregateByThread().Samples() // same lines as by process
+	samples := newFixture().aggregateByThread() // same lines as by process
 	var buf bytes.Buffer
 	if err := WriteFlameHTML(&buf, samples, "fixture"); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestFlameHTMLMatchesFolded(t *testing.T) {
 func TestFlameHTMLEscaping(t *testing.T) {
 	evil := "</script><script>alert(1)</script><!--"
 	st := &symbolize.Stack{Frames: []symbolize.Frame{{Address: 1, Function: evil + "&amp;\u2028"}}}
-	samples := []Sample{{PID: 1, Comm: evil, Stack: st, Count: 3}}
+	samples := aggregateOf(Sample{PID: 1, Comm: evil, Stack: st, Count: 3})
 	var buf bytes.Buffer
 	if err := WriteFlameHTML(&buf, samples, evil+`"'&`); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestFlameHTMLEscaping(t *testing.T) {
 // TestFlameHTMLSelfContained checks that the page loads nothing.
 func TestFlameHTMLSelfContained(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteFlameHTML(&buf, nil, "empty"); err != nil {
+	if err := WriteFlameHTML(&buf, NewAggregator(), "empty"); err != nil {
 		t.Fatal(err)
 	}
 	page := buf.String()
@@ -160,7 +160,7 @@ func TestFlameHTMLSelfContained(t *testing.T) {
 
 func TestFlameHTMLError(t *testing.T) {
 	errDisk := errors.New("disk full")
-	if err := WriteFlameHTML(failWriter{errDisk}, nil, "x"); !errors.Is(err, errDisk) {
+	if err := WriteFlameHTML(failWriter{errDisk}, NewAggregator(), "x"); !errors.Is(err, errDisk) {
 		t.Errorf("got error %v, want one wrapping %v", err, errDisk)
 	}
 }

@@ -20,7 +20,7 @@ const unknownName = "[unknown]"
 // kernelSuffix marks kernel frames, as stackcollapse-perf.pl --kernel does.
 const kernelSuffix = "_[k]"
 
-// WriteFolded writes samples as folded stacks, the format of Brendan
+// WriteFolded writes the samples of a as folded stacks, the format of Brendan
 // Gregg's stackcollapse scripts that flamegraph.pl and speedscope read: one
 // line per distinct stack,
 //
@@ -33,8 +33,8 @@ const kernelSuffix = "_[k]"
 // whose counts sum to 0 are left out. Lines are sorted in byte order, so
 // the output of two runs can be compared with diff. Writes to w are
 // buffered; the error is the first one w returned.
-func WriteFolded(w io.Writer, samples []Sample) error {
-	return WriteFoldedOptions(w, samples, FoldedOptions{})
+func WriteFolded(w io.Writer, a *Aggregator) error {
+	return WriteFoldedOptions(w, a, FoldedOptions{})
 }
 
 // FoldedOptions changes the first frame of folded stacks.
@@ -51,13 +51,14 @@ type FoldedOptions struct {
 }
 
 // WriteFoldedOptions is WriteFolded with the first frame chosen by opts.
-func WriteFoldedOptions(w io.Writer, samples []Sample, opts FoldedOptions) error {
+func WriteFoldedOptions(w io.Writer, a *Aggregator, opts FoldedOptions) error {
 	counts := make(map[string]int64)
+	names := newFoldedNames(a, opts.FullNames)
 	var line []byte
-	for i := range samples {
-		line = appendFoldedStack(line[:0], &samples[i], opts)
-		counts[string(line)] += samples[i].Count
-	}
+	a.eachRecord(func(r *record) {
+		line = names.appendStack(line[:0], r, opts)
+		counts[string(line)] += r.count
+	})
 	lines := make([]string, 0, len(counts))
 	for l, c := range counts {
 		if c != 0 {
@@ -82,26 +83,65 @@ func WriteFoldedOptions(w io.Writer, samples []Sample, opts FoldedOptions) error
 	return nil
 }
 
-// appendFoldedStack appends the folded line of s without its count.
-func appendFoldedStack(buf []byte, s *Sample, opts FoldedOptions) []byte {
-	if s.Comm == "" {
+// foldedNames makes the folded text of an Aggregator's locations, each
+// once: ";name" for each of its frames, root first.
+type foldedNames struct {
+	a      *Aggregator
+	full   bool     // keep C++ parameter lists
+	text   []string // location id -> its text; "" until made
+	kernel []bool   // location id -> whether it is a kernel location
+	locs   []uint32 // the locations of the stack being folded
+}
+
+func newFoldedNames(a *Aggregator, full bool) *foldedNames {
+	n := max(a.locs.off.len()-1, 0)
+	return &foldedNames{a: a, full: full, text: make([]string, n), kernel: make([]bool, n)}
+}
+
+// location returns the folded text of location loc and whether it is a
+// kernel location.
+func (fn *foldedNames) location(loc uint32) (string, bool) {
+	if t := fn.text[loc]; t != "" {
+		return t, fn.kernel[loc]
+	}
+	from, to := fn.a.locs.span(loc)
+	var b []byte
+	var kernel bool
+	for k := to - 1; k >= from; k-- {
+		f := fn.a.frame(fn.a.locs.frames.at(k))
+		kernel = isKernel(&f)
+		b = appendFoldedName(append(b, ';'), &f, fn.full)
+	}
+	fn.text[loc], fn.kernel[loc] = string(b), kernel
+	return fn.text[loc], kernel
+}
+
+// appendStack appends the folded line of r without its count: the comm
+// (with the pid and tid opts asks for), then the user part, then the
+// kernel part, each from its root (the end of the stack) to its leaf.
+func (fn *foldedNames) appendStack(buf []byte, r *record, opts FoldedOptions) []byte {
+	comm := fn.a.strs.str(r.comm)
+	if comm == "" {
 		buf = append(buf, unknownName...)
 	} else {
-		buf = appendSanitized(buf, s.Comm)
+		buf = appendSanitized(buf, comm)
 	}
 	switch {
 	case opts.PerThread:
-		buf = fmt.Appendf(buf, "-%d/%d", s.PID, s.TID)
+		buf = fmt.Appendf(buf, "-%d/%d", r.pid, r.tid)
 	case opts.PerPID:
-		buf = fmt.Appendf(buf, "-%d", s.PID)
+		buf = fmt.Appendf(buf, "-%d", r.pid)
 	}
-	frames := stackFrames(s.Stack)
-	// User part, then kernel part, each from its root (the end) to its leaf.
+	t := &fn.a.stacks
+	from, to := t.span(r.stack)
+	fn.locs = fn.locs[:0]
+	for j := from; j < to; j++ {
+		fn.locs = append(fn.locs, *t.locs.at(j))
+	}
 	for _, kernel := range [...]bool{false, true} {
-		for i := len(frames) - 1; i >= 0; i-- {
-			if f := &frames[i]; isKernel(f) == kernel {
-				buf = append(buf, ';')
-				buf = appendFoldedName(buf, f, opts.FullNames)
+		for i := len(fn.locs) - 1; i >= 0; i-- {
+			if text, k := fn.location(fn.locs[i]); k == kernel {
+				buf = append(buf, text...)
 			}
 		}
 	}

@@ -35,7 +35,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestWriteFoldedGolden(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteFolded(&buf, newFixture().aggregate().Samples()); err != nil {
+	if err := WriteFolded(&buf, newFixture().aggregate()); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "fixture.folded", buf.Bytes())
@@ -44,14 +44,16 @@ func TestWriteFoldedGolden(t *testing.T) {
 // TestWriteFoldedOrder checks that the order of the samples does not
 // matter, and that equal lines are summed.
 func TestWriteFoldedOrder(t *testing.T) {
-	samples := newFixture().aggregate().Samples()
+	fx := newFixture()
 	var fwd, rev bytes.Buffer
-	if err := WriteFolded(&fwd, samples); err != nil {
+	if err := WriteFolded(&fwd, fx.aggregate()); err != nil {
 		t.Fatal(err)
 	}
-	reversed := make([]Sample, len(samples))
-	for i, s := range samples {
-		reversed[len(samples)-1-i] = s
+	reversed := NewAggregator()
+	samples := fx.samples()
+	for i := range samples {
+		s := samples[len(samples)-1-i]
+		addSample(reversed, SampleKey{PID: s.meta.PID, Comm: s.meta.Comm}, s.stack, fixturePeriod)
 	}
 	if err := WriteFolded(&rev, reversed); err != nil {
 		t.Fatal(err)
@@ -68,11 +70,11 @@ func TestWriteFoldedOrder(t *testing.T) {
 
 func TestWriteFoldedEdgeCases(t *testing.T) {
 	var buf bytes.Buffer
-	samples := []Sample{
-		{PID: 1, Comm: "empty", Stack: nil, Count: 2},
-		{PID: 1, Comm: "zero", Stack: &symbolize.Stack{}, Count: 0},
-		{PID: 2, Comm: "tab\there", Stack: &symbolize.Stack{}, Count: 1},
-	}
+	samples := aggregateOf(
+		Sample{PID: 1, Comm: "empty", Stack: nil, Count: 2},
+		Sample{PID: 1, Comm: "zero", Stack: &symbolize.Stack{}, Count: 0}, // adds nothing
+		Sample{PID: 2, Comm: "tab\there", Stack: &symbolize.Stack{}, Count: 1},
+	)
 	if err := WriteFolded(&buf, samples); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func (w failWriter) Write([]byte) (int, error) { return 0, w.err }
 
 func TestWriteFoldedError(t *testing.T) {
 	errDisk := errors.New("disk full")
-	err := WriteFolded(failWriter{errDisk}, newFixture().aggregate().Samples())
+	err := WriteFolded(failWriter{errDisk}, newFixture().aggregate())
 	if !errors.Is(err, errDisk) {
 		t.Errorf("got error %v, want one wrapping %v", err, errDisk)
 	}
@@ -136,7 +138,7 @@ func TestFoldedPerPIDAndThread(t *testing.T) {
 		{FoldedOptions{PerThread: true}, "app-10/10;work 1\napp-7/8;work 1\napp-7/9;work 1\n"},
 	} {
 		var b strings.Builder
-		if err := WriteFoldedOptions(&b, a.Samples(), c.opts); err != nil {
+		if err := WriteFoldedOptions(&b, a, c.opts); err != nil {
 			t.Fatal(err)
 		}
 		if b.String() != c.want {
@@ -154,7 +156,7 @@ func TestFoldedFullNames(t *testing.T) {
 		want string
 	}{{false, "app;ns::f 1\n"}, {true, "app;ns::f(int, char const*) 1\n"}} {
 		var b strings.Builder
-		if err := WriteFoldedOptions(&b, a.Samples(), FoldedOptions{FullNames: c.full}); err != nil {
+		if err := WriteFoldedOptions(&b, a, FoldedOptions{FullNames: c.full}); err != nil {
 			t.Fatal(err)
 		}
 		if b.String() != c.want {

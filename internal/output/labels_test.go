@@ -53,7 +53,8 @@ func TestAggregatorKeys(t *testing.T) {
 }
 
 func TestPprofLabels(t *testing.T) {
-	samples := newFixture().aggregateByThread().Samples()
+	a := newFixture().aggregateByThread()
+	samples := a.Samples() // in the order of the profile's samples
 	for _, c := range []struct {
 		labels   []string
 		num, str []string
@@ -63,7 +64,7 @@ func TestPprofLabels(t *testing.T) {
 		{[]string{LabelTID, LabelCPU, LabelPID, LabelComm, LabelTID}, []string{LabelCPU, LabelPID, LabelTID}, []string{LabelComm}},
 		{[]string{LabelCPU}, []string{LabelCPU}, nil},
 	} {
-		p, err := BuildPprof(samples, Meta{Labels: c.labels})
+		p, err := BuildPprof(a, Meta{Labels: c.labels})
 		if err != nil {
 			t.Fatalf("labels %q: %v", c.labels, err)
 		}
@@ -87,7 +88,7 @@ func TestPprofLabels(t *testing.T) {
 			}
 		}
 	}
-	if _, err := BuildPprof(samples, Meta{Labels: []string{"pid", "uid"}}); err == nil || !strings.Contains(err.Error(), `"uid"`) {
+	if _, err := BuildPprof(a, Meta{Labels: []string{"pid", "uid"}}); err == nil || !strings.Contains(err.Error(), `"uid"`) {
 		t.Errorf("unknown label: error %v", err)
 	}
 }
@@ -103,7 +104,7 @@ func TestGoToolPprofReports(t *testing.T) {
 	var buf bytes.Buffer
 	meta := fixtureMeta
 	meta.Labels = []string{LabelPID, LabelTID, LabelComm, LabelCPU}
-	if err := WritePprof(&buf, newFixture().aggregateByThread().Samples(), meta); err != nil {
+	if err := WritePprof(&buf, newFixture().aggregateByThread(), meta); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
@@ -145,7 +146,7 @@ func TestGoToolPprofReports(t *testing.T) {
 func TestPprofLabelsParse(t *testing.T) {
 	var buf bytes.Buffer
 	meta := Meta{Labels: []string{LabelTID, LabelCPU}}
-	if err := WritePprof(&buf, []Sample{{PID: 1, TID: 2, CPU: 3, Count: 1, Nanos: 1}}, meta); err != nil {
+	if err := WritePprof(&buf, aggregateOf(Sample{PID: 1, TID: 2, CPU: 3, Count: 1, Nanos: 1}), meta); err != nil {
 		t.Fatal(err)
 	}
 	p, err := profile.Parse(&buf)
@@ -162,7 +163,7 @@ func TestCgroupLabel(t *testing.T) {
 	a := NewAggregator()
 	addSample(a, SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/a.service"}, st, 5)
 	addSample(a, SampleKey{PID: 1, Comm: "a", Cgroup: "/system.slice/b.service"}, st, 5)
-	p, err := BuildPprof(a.Samples(), Meta{Labels: []string{LabelComm, LabelCgroup}})
+	p, err := BuildPprof(a, Meta{Labels: []string{LabelComm, LabelCgroup}})
 	if err != nil {
 		t.Fatal(err)
 	}

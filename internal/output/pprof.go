@@ -89,33 +89,36 @@ func parseLabels(names []string) (labelSet, error) {
 	return ls, nil
 }
 
-// BuildPprof returns samples as a pprof profile.
+// BuildPprof returns the samples of a as a pprof profile.
 //
 // Every sample has two values, "samples"/"count" (Sample.Count) and
 // Meta.ValueType/ValueUnit (Sample.Nanos, the default; "cpu"/"nanoseconds"
 // unless Meta says otherwise) and the labels
 // Meta.Labels chooses: by default a string label "comm" (left out when the
 // comm is "") and a numeric label "pid"; "tid" and "cpu" are numeric
-// labels too. Numeric labels have no unit. Its locations
-// are in stack order, leaf first: kernel leaf to kernel root, then user
-// leaf to user root. The address of every location but the two leaves is
-// the frame's return address minus one (see callSite), inside the call
-// instruction. Frames that share an address are one location whose
-// Line holds them innermost first, as pprof expects; a location whose
-// frames have no function name has no Line, so that pprof -symbolize can
-// name it later from the binary.
+// labels too. Numeric labels have no unit. Samples are in the order of
+// Samples. Their locations are in stack order, leaf first: kernel leaf to
+// kernel root, then user leaf to user root.
+//
+// The locations are the Aggregator's: pprof location i+1 is its location
+// i (InternStack), made once, whatever the number of stacks that share
+// it. The address of every location but the two leaves of a stack is the
+// frame's return address minus one, inside the call instruction, which is
+// where the symbolizer looked it up and where pprof's own symbolizer (go
+// tool pprof -symbolize) must look too (profile.proto allows it;
+// runtime/pprof writes the same). Frames that share an address are one
+// location whose Line holds them innermost first, as pprof expects; a
+// location whose frames have no function name has no Line, so that pprof
+// -symbolize can name it later from the binary.
 //
 // There is one pprof mapping per binary segment, identified by build ID
 // (or, without one, by path, device and inode) and file offset; all kernel
 // frames share the mapping "[kernel.kallsyms]". The same segment mapped at
 // different addresses in different processes (ASLR) keeps the range of the
-// first process seen, and the addresses of the others are moved into it
-// (addr - Start + first Start), so that equal code has equal addresses and
-// one Location. (Locations are keyed by mapping, address and lines: one
-// address named in one process and unnamed in another, whose binary could
-// not be read, gives two locations rather than lending or losing names.)
-// A mapping with no file identity (anonymous memory such as
-// JIT code, or a pseudo-path without a build ID) is kept per process.
+// first process whose location uses it, and the addresses of the others
+// are moved into it (addr - Start + first Start), so that equal code has
+// equal addresses. A mapping with no file identity (anonymous memory such
+// as JIT code, or a pseudo-path without a build ID) is kept per process.
 // Frames with no mapping become locations with an address only. Mappings
 // are in order of first use, except that the first executable file that is
 // not a shared library comes first: pprof takes the first mapping for the
@@ -131,7 +134,7 @@ func parseLabels(names []string) (labelSet, error) {
 // BuildPprof fails when meta holds a negative duration or period or an
 // unknown label, or when the result does not pass profile.CheckValid (a
 // bug).
-func BuildPprof(samples []Sample, meta Meta) (*profile.Profile, error) {
+func BuildPprof(a *Aggregator, meta Meta) (*profile.Profile, error) {
 	if meta.Duration < 0 || meta.Period < 0 {
 		return nil, fmt.Errorf("build pprof profile: negative duration %v or period %d", meta.Duration, meta.Period)
 	}
@@ -143,7 +146,7 @@ func BuildPprof(samples []Sample, meta Meta) (*profile.Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build pprof profile: %w", err)
 	}
-	b := newBuilder()
+	b := newBuilder(a)
 	b.labels = labels
 	p := b.p
 	p.SampleType = []*profile.ValueType{
@@ -159,10 +162,8 @@ func BuildPprof(samples []Sample, meta Meta) (*profile.Profile, error) {
 	}
 	p.Comments = slices.Clone(meta.Comments)
 
-	p.Sample = make([]*profile.Sample, 0, len(samples))
-	for i := range samples {
-		p.Sample = append(p.Sample, b.sample(&samples[i]))
-	}
+	b.locations()
+	b.samples()
 	b.setMappingFlags()
 	mainFirst(p.Mapping)
 	if err := p.CheckValid(); err != nil {
@@ -171,10 +172,10 @@ func BuildPprof(samples []Sample, meta Meta) (*profile.Profile, error) {
 	return p, nil
 }
 
-// WritePprof writes samples to w as a gzipped pprof profile made by
-// BuildPprof. The error is BuildPprof's or the first one w returned.
-func WritePprof(w io.Writer, samples []Sample, meta Meta) error {
-	p, err := BuildPprof(samples, meta)
+// WritePprof writes the samples of a to w as a gzipped pprof profile made
+// by BuildPprof. The error is BuildPprof's or the first one w returned.
+func WritePprof(w io.Writer, a *Aggregator, meta Meta) error {
+	p, err := BuildPprof(a, meta)
 	if err != nil {
 		return err
 	}
@@ -184,73 +185,30 @@ func WritePprof(w io.Writer, samples []Sample, meta Meta) error {
 	return nil
 }
 
-// sample converts one Sample.
-func (b *builder) sample(s *Sample) *profile.Sample {
-	ps := &profile.Sample{
-		Location: b.stackLocations(s.Stack),
-		Value:    []int64{s.Count, s.Nanos},
-	}
+// setLabels gives ps the labels b.labels asks for, of the key of r.
+func (b *builder) setLabels(ps *profile.Sample, r *record) {
 	ls := b.labels
 	if ls.pid || ls.tid || ls.cpu {
 		ps.NumLabel = make(map[string][]int64, 3)
 	}
 	if ls.pid {
-		ps.NumLabel[LabelPID] = []int64{int64(s.PID)}
+		ps.NumLabel[LabelPID] = []int64{int64(r.pid)}
 	}
 	if ls.tid {
-		ps.NumLabel[LabelTID] = []int64{int64(s.TID)}
+		ps.NumLabel[LabelTID] = []int64{int64(r.tid)}
 	}
 	if ls.cpu {
-		ps.NumLabel[LabelCPU] = []int64{int64(s.CPU)}
+		ps.NumLabel[LabelCPU] = []int64{int64(r.cpu)}
 	}
-	if ls.comm && s.Comm != "" {
-		ps.Label = map[string][]string{LabelComm: {s.Comm}}
+	if comm := b.a.strs.str(r.comm); ls.comm && comm != "" {
+		ps.Label = map[string][]string{LabelComm: {comm}}
 	}
-	if ls.cgroup && s.Cgroup != "" {
+	if cg := b.a.strs.str(r.cgroup); ls.cgroup && cg != "" {
 		if ps.Label == nil {
 			ps.Label = map[string][]string{}
 		}
-		ps.Label[LabelCgroup] = []string{s.Cgroup}
+		ps.Label[LabelCgroup] = []string{cg}
 	}
-	return ps
-}
-
-// stackLocations returns the locations of st, leaf first, in a new slice.
-func (b *builder) stackLocations(st *symbolize.Stack) []*profile.Location {
-	if st == nil {
-		return nil
-	}
-	locs, ok := b.stacks[st]
-	if !ok {
-		frames := st.Frames
-		for i := 0; i < len(frames); {
-			j := locationEnd(frames, i)
-			locs = append(locs, b.location(callSite(frames, i, j)))
-			i = j
-		}
-		b.stacks[st] = locs
-	}
-	// pprof's filters edit Sample.Location in place; give each its own.
-	return slices.Clone(locs)
-}
-
-// callSite returns frames[i:j], the frames of one location. When they are
-// not the leaf of their part (kernel or user) their address is a return
-// address; callSite then returns a copy at the address before it, inside
-// the call instruction, which is where the symbolizer looked them up and
-// where pprof's own symbolizer (go tool pprof -symbolize) must look too:
-// at the return address it would find the next line, or the next function
-// after a call that ends one. profile.proto allows a non-leaf address in
-// the middle of the call instruction; runtime/pprof writes the same.
-func callSite(frames []symbolize.Frame, i, j int) []symbolize.Frame {
-	if i == 0 || isKernel(&frames[i]) != isKernel(&frames[i-1]) || frames[i].Address == 0 {
-		return frames[i:j]
-	}
-	c := slices.Clone(frames[i:j])
-	for k := range c {
-		c[k].Address--
-	}
-	return c
 }
 
 // locationEnd returns the end of the location that starts at frames[i]:

@@ -1,24 +1,21 @@
 package output
 
 import (
-	"encoding/binary"
-
 	"github.com/google/pprof/profile"
 
 	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
-// builder interns the mappings, locations and functions of one profile.
+// builder makes the profile of one Aggregator: its locations one for
+// one, the mappings and functions they use.
 type builder struct {
+	a *Aggregator
 	p *profile.Profile
 
-	segments  map[segmentKey]*profile.Mapping          // binary segment -> its mapping
-	mappings  map[*symbolize.Mapping]rebase            // process mapping -> its segment
-	locations map[locationKey]*profile.Location        // interned locations
-	functions map[functionKey]*profile.Function        // interned functions
-	stacks    map[*symbolize.Stack][]*profile.Location // converted stacks
-	scratch   []byte                                   // location key bytes
-	labels    labelSet                                 // labels of every sample
+	segments  map[segmentKey]*profile.Mapping   // binary segment -> its mapping
+	mappings  map[*symbolize.Mapping]rebase     // process mapping -> its segment
+	functions map[functionKey]*profile.Function // interned functions
+	labels    labelSet                          // labels of every sample
 }
 
 // segmentKey identifies a binary segment across processes. Exactly one of
@@ -38,69 +35,98 @@ type rebase struct {
 	delta uint64
 }
 
-// locationKey identifies a location: its mapping, its rebased address and
-// its lines (function IDs and line numbers, varint encoded), so that one
-// address symbolized differently in two processes (one of them gone, say)
-// gives two locations rather than borrowing the other's names.
-type locationKey struct {
-	mappingID uint64
-	address   uint64
-	lines     string
-}
-
+// functionKey is a function's name, system name (the name when it has
+// none) and file, interned in the Aggregator's string table.
 type functionKey struct {
-	name, systemName, filename string
+	name, systemName, filename strID
 }
 
-func newBuilder() *builder {
+func newBuilder(a *Aggregator) *builder {
 	return &builder{
+		a:         a,
 		p:         &profile.Profile{},
 		segments:  make(map[segmentKey]*profile.Mapping),
 		mappings:  make(map[*symbolize.Mapping]rebase),
-		locations: make(map[locationKey]*profile.Location),
 		functions: make(map[functionKey]*profile.Function),
-		stacks:    make(map[*symbolize.Stack][]*profile.Location),
 	}
 }
 
-// location returns the interned location of frames, which share one
-// address: inlined frames innermost first, then the physical frame.
-func (b *builder) location(frames []symbolize.Frame) *profile.Location {
-	f := &frames[0]
-	addr := f.Address
-	var m *profile.Mapping
-	if f.Mapping != nil {
-		r := b.mapping(f.Mapping)
-		m, addr = r.m, addr+r.delta
-	}
-	var lines []profile.Line
-	for i := range frames {
-		if frames[i].Function != "" {
-			lines = append(lines, profile.Line{Function: b.function(&frames[i]), Line: int64(frames[i].Line)})
+// locations makes the profile's locations, one per location of the
+// Aggregator, in its order: inlined frames innermost first, then the
+// physical frame; the address of a call site moved into its call.
+func (b *builder) locations() {
+	t := &b.a.locs
+	n := max(t.off.len()-1, 0)
+	nlines := 0
+	for i := range n {
+		from, to := t.span(uint32(i))
+		for k := from; k < to; k++ {
+			if t.frames.at(k).fn != 0 {
+				nlines++
+			}
 		}
 	}
+	b.p.Location = make([]*profile.Location, n)
+	locs := make([]profile.Location, n) // one allocation for all
+	lines := make([]profile.Line, 0, nlines)
+	for i := range n {
+		from, to := t.span(uint32(i))
+		f := t.frames.at(from)
+		addr := f.addr
+		if f.call {
+			addr--
+		}
+		var m *profile.Mapping
+		if f.mapping != nil {
+			r := b.mapping(f.mapping)
+			m, addr = r.m, addr+r.delta
+		}
+		start := len(lines)
+		for k := from; k < to; k++ {
+			if c := t.frames.at(k); c.fn != 0 {
+				lines = append(lines, profile.Line{Function: b.function(c), Line: int64(c.line)})
+			}
+		}
+		l := &locs[i]
+		*l = profile.Location{ID: uint64(i + 1), Mapping: m, Address: addr}
+		if len(lines) > start {
+			l.Line = lines[start:len(lines):len(lines)]
+		}
+		b.p.Location[i] = l
+	}
+}
 
-	b.scratch = b.scratch[:0]
-	for _, ln := range lines {
-		b.scratch = binary.AppendUvarint(b.scratch, ln.Function.ID)
-		b.scratch = binary.AppendVarint(b.scratch, ln.Line)
+// samples makes the profile's samples, in the order of Samples: their
+// locations are the Aggregator's stacks, each sample with its own slice
+// (pprof's filters edit Sample.Location in place), all in one array.
+func (b *builder) samples() {
+	a := b.a
+	recs := a.sorted()
+	nlocs := 0
+	for i := range recs {
+		from, to := a.stacks.span(recs[i].stack)
+		nlocs += to - from
 	}
-	k := locationKey{address: addr, lines: string(b.scratch)}
-	if m != nil {
-		k.mappingID = m.ID
+	b.p.Sample = make([]*profile.Sample, len(recs))
+	samples := make([]profile.Sample, len(recs))
+	values := make([]int64, 2*len(recs))
+	locs := make([]*profile.Location, 0, nlocs)
+	for i := range recs {
+		r := &recs[i]
+		from, to := a.stacks.span(r.stack)
+		start := len(locs)
+		for j := from; j < to; j++ {
+			locs = append(locs, b.p.Location[*a.stacks.locs.at(j)])
+		}
+		ps := &samples[i]
+		if len(locs) > start {
+			ps.Location = locs[start:len(locs):len(locs)]
+		}
+		ps.Value = values[2*i : 2*i+2 : 2*i+2]
+		ps.Value[0], ps.Value[1] = r.count, r.nanos
+		b.setLabels(ps, r)
+		b.p.Sample[i] = ps
 	}
-	if l, ok := b.locations[k]; ok {
-		return l
-	}
-	l := &profile.Location{
-		ID:      uint64(len(b.p.Location) + 1),
-		Mapping: m,
-		Address: addr,
-		Line:    lines,
-	}
-	b.p.Location = append(b.p.Location, l)
-	b.locations[k] = l
-	return l
 }
 
 // mapping returns the pprof mapping of the binary segment sm maps, and how
@@ -155,25 +181,26 @@ func segmentOf(sm *symbolize.Mapping) segmentKey {
 	}
 }
 
-// function returns the interned function of the named frame f.
-func (b *builder) function(f *symbolize.Frame) *profile.Function {
-	sys := f.SystemName
-	if sys == "" {
-		sys = f.Function
+// function returns the interned function of the named frame c.
+func (b *builder) function(c *cframe) *profile.Function {
+	sys := c.sys
+	if sys == 0 {
+		sys = c.fn
 	}
-	k := functionKey{name: f.Function, systemName: sys, filename: f.File}
+	k := functionKey{name: c.fn, systemName: sys, filename: c.file}
 	if fn, ok := b.functions[k]; ok {
 		if fn.StartLine == 0 { // an inlined copy came first
-			fn.StartLine = int64(f.StartLine)
+			fn.StartLine = int64(c.startLine)
 		}
 		return fn
 	}
+	strs := &b.a.strs
 	fn := &profile.Function{
 		ID:         uint64(len(b.p.Function) + 1),
-		Name:       f.Function,
-		SystemName: sys,
-		Filename:   f.File,
-		StartLine:  int64(f.StartLine),
+		Name:       strs.str(c.fn),
+		SystemName: strs.str(sys),
+		Filename:   strs.str(c.file),
+		StartLine:  int64(c.startLine),
 	}
 	b.p.Function = append(b.p.Function, fn)
 	b.functions[k] = fn

@@ -25,7 +25,7 @@ var fixtureMeta = Meta{
 func parsedFixture(t *testing.T) (*profile.Profile, []byte) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := WritePprof(&buf, newFixture().aggregate().Samples(), fixtureMeta); err != nil {
+	if err := WritePprof(&buf, newFixture().aggregate(), fixtureMeta); err != nil {
 		t.Fatal(err)
 	}
 	data := slices.Clone(buf.Bytes())
@@ -238,18 +238,18 @@ func TestPprofLocations(t *testing.T) {
 }
 
 func TestBuildPprofEdgeCases(t *testing.T) {
-	p, err := BuildPprof(nil, Meta{})
+	p, err := BuildPprof(NewAggregator(), Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Sample) != 0 || p.TimeNanos != 0 {
 		t.Errorf("empty profile has %d samples, time %d", len(p.Sample), p.TimeNanos)
 	}
-	p, err = BuildPprof([]Sample{{PID: 1, Comm: "idle", Count: 1, Nanos: 5}}, Meta{})
+	p, err = BuildPprof(aggregateOf(Sample{PID: 1, Comm: "idle", Count: 1, Nanos: 5}), Meta{})
 	if err != nil || len(p.Sample) != 1 || len(p.Sample[0].Location) != 0 {
 		t.Errorf("nil stack: %v, %v", p, err)
 	}
-	if _, err := BuildPprof(nil, Meta{Period: -1}); err == nil {
+	if _, err := BuildPprof(NewAggregator(), Meta{Period: -1}); err == nil {
 		t.Error("negative period accepted")
 	}
 }

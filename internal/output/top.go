@@ -34,8 +34,8 @@ type topEntry struct {
 // then name. n <= 0 writes every function; a last line says how many were
 // left out. Counts are Sample.Count. Writes to w are buffered; the error is
 // the first one w returned.
-func WriteTop(w io.Writer, samples []Sample, n int) error {
-	entries, total := topEntries(samples)
+func WriteTop(w io.Writer, a *Aggregator, n int) error {
+	entries, total := topEntries(a)
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "Total: %d samples\n", total)
 	if len(entries) > 0 {
@@ -61,38 +61,51 @@ func WriteTop(w io.Writer, samples []Sample, n int) error {
 	return nil
 }
 
-// topEntries returns the functions of samples, sorted for the top table,
-// and the total sample count.
-func topEntries(samples []Sample) ([]topEntry, int64) {
+// topEntries returns the functions of the samples of a, sorted for the
+// top table, and the total sample count. Each frame of the Aggregator is
+// named once.
+func topEntries(a *Aggregator) ([]topEntry, int64) {
 	index := make(map[string]int)
 	var entries []topEntry
 	var total int64
 	var name []byte
-	seen := make(map[int]bool) // entries already counted in this sample's cum
-	for i := range samples {
-		s := &samples[i]
-		if s.Count == 0 {
-			continue
+	entryOf := make([]int32, a.locs.frames.len()) // frame -> its entry + 1; 0 until named
+	seen := []int{}                               // entry -> the last sample that counted it in cum, + 1
+	sample := 0
+	a.eachRecord(func(r *record) {
+		if r.count == 0 {
+			return
 		}
-		total += s.Count
-		clear(seen)
-		for j, f := range stackFrames(s.Stack) {
-			name = appendFoldedName(name[:0], &f, false)
-			k, ok := index[string(name)]
-			if !ok {
-				k = len(entries)
-				index[string(name)] = k
-				entries = append(entries, topEntry{name: string(name)})
+		sample++
+		total += r.count
+		it := a.frames(r.stack)
+		for j := 0; ; j++ {
+			c, at := it.nextAt()
+			if c == nil {
+				break
+			}
+			k := int(entryOf[at]) - 1
+			if k < 0 {
+				f := a.frame(c)
+				name = appendFoldedName(name[:0], &f, false)
+				var ok bool
+				if k, ok = index[string(name)]; !ok {
+					k = len(entries)
+					index[string(name)] = k
+					entries = append(entries, topEntry{name: string(name)})
+					seen = append(seen, 0)
+				}
+				entryOf[at] = int32(k + 1)
 			}
 			if j == 0 {
-				entries[k].flat += s.Count
+				entries[k].flat += r.count
 			}
-			if !seen[k] {
-				seen[k] = true
-				entries[k].cum += s.Count
+			if seen[k] != sample {
+				seen[k] = sample
+				entries[k].cum += r.count
 			}
 		}
-	}
+	})
 	slices.SortFunc(entries, func(a, b topEntry) int {
 		if c := cmp.Compare(b.flat, a.flat); c != 0 {
 			return c

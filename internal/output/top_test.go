@@ -5,20 +5,18 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
 func TestWriteTopGolden(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTop(&buf, newFixture().aggregate().Samples(), 0); err != nil {
+	if err := WriteTop(&buf, newFixture().aggregate(), 0); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "fixture.top", buf.Bytes())
 }
 
 func TestTopEntries(t *testing.T) {
-	entries, total := topEntries(newFixture().aggregate().Samples())
+	entries, total := topEntries(newFixture().aggregate())
 	if total != 20 {
 		t.Errorf("total %d, want 20", total)
 	}
@@ -51,7 +49,7 @@ func TestTopEntries(t *testing.T) {
 
 func TestWriteTopLimit(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTop(&buf, newFixture().aggregate().Samples(), 2); err != nil {
+	if err := WriteTop(&buf, newFixture().aggregate(), 2); err != nil {
 		t.Fatal(err)
 	}
 	want := `Total: 20 samples
@@ -65,14 +63,14 @@ flat   flat%    sum%  cum    cum%  function
 	}
 
 	buf.Reset()
-	if err := WriteTop(&buf, []Sample{{PID: 1, Stack: &symbolize.Stack{}, Count: 0}}, 5); err != nil {
+	if err := WriteTop(&buf, NewAggregator(), 5); err != nil {
 		t.Fatal(err)
 	}
 	if got := buf.String(); got != "Total: 0 samples\n" {
 		t.Errorf("empty profile: %q", got)
 	}
 
-	err := WriteTop(failWriter{errors.New("disk full")}, newFixture().aggregate().Samples(), 5)
+	err := WriteTop(failWriter{errors.New("disk full")}, newFixture().aggregate(), 5)
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("got error %v", err)
 	}
