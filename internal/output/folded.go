@@ -84,36 +84,37 @@ func WriteFoldedOptions(w io.Writer, a *Aggregator, opts FoldedOptions) error {
 }
 
 // foldedNames makes the folded text of an Aggregator's locations, each
-// once: ";name" for each of its frames, root first.
+// once: ";name" for each of its frames, root first, all in one buffer.
 type foldedNames struct {
 	a      *Aggregator
-	full   bool     // keep C++ parameter lists
-	text   []string // location id -> its text; "" until made
-	kernel []bool   // location id -> whether it is a kernel location
-	locs   []uint32 // the locations of the stack being folded
+	full   bool       // keep C++ parameter lists
+	buf    []byte     // the texts made so far
+	span   [][2]int32 // location id -> its text in buf; {0, 0} until made
+	kernel []bool     // location id -> whether it is a kernel location
+	locs   []uint32   // the locations of the stack being folded
 }
 
 func newFoldedNames(a *Aggregator, full bool) *foldedNames {
 	n := max(a.locs.off.len()-1, 0)
-	return &foldedNames{a: a, full: full, text: make([]string, n), kernel: make([]bool, n)}
+	return &foldedNames{a: a, full: full, span: make([][2]int32, n), kernel: make([]bool, n)}
 }
 
-// location returns the folded text of location loc and whether it is a
-// kernel location.
-func (fn *foldedNames) location(loc uint32) (string, bool) {
-	if t := fn.text[loc]; t != "" {
-		return t, fn.kernel[loc]
+// location returns the folded text of location loc (valid until the
+// next call) and whether it is a kernel location.
+func (fn *foldedNames) location(loc uint32) ([]byte, bool) {
+	if sp := fn.span[loc]; sp[1] != 0 {
+		return fn.buf[sp[0]:sp[1]], fn.kernel[loc]
 	}
 	from, to := fn.a.locs.span(loc)
-	var b []byte
+	start := len(fn.buf)
 	var kernel bool
 	for k := to - 1; k >= from; k-- {
 		f := fn.a.frame(fn.a.locs.frames.at(k))
 		kernel = isKernel(&f)
-		b = appendFoldedName(append(b, ';'), &f, fn.full)
+		fn.buf = appendFoldedName(append(fn.buf, ';'), &f, fn.full)
 	}
-	fn.text[loc], fn.kernel[loc] = string(b), kernel
-	return fn.text[loc], kernel
+	fn.span[loc], fn.kernel[loc] = [2]int32{int32(start), int32(len(fn.buf))}, kernel
+	return fn.buf[start:], kernel
 }
 
 // appendStack appends the folded line of r without its count: the comm
