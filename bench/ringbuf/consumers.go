@@ -130,7 +130,7 @@ func writeTable(path string, rs []stepResult, d time.Duration) error {
 		}
 	}
 	fmt.Fprintf(w, "\nLargest offered rate with no record lost: bare reader %.0f/s, gprofile's path %.0f/s (0: lost at every step). ", bareMax, gpMax)
-	fmt.Fprintf(w, "CPU-bound ceiling of one consumer thread (1 s / CPU per record at the top step): bare %.1fM/s, gprofile's path %.1fM/s; losses below that come from the consumer being late (scheduling, GC, the first symbolization of a binary) while the %d MiB ring fills.\n",
+	fmt.Fprintf(w, "CPU-bound ceiling of the consumer (1 s / CPU per record at the top step): bare %.1fM/s, gprofile's path %.1fM/s; losses below that come from the consumer being late (scheduling, GC, the first symbolization of a binary) while the %d MiB ring fills.\n",
 		ceiling(rs, "bare")/1e6, ceiling(rs, "gprofile")/1e6, ringBytes>>20)
 	return nil
 }
