@@ -354,7 +354,7 @@ func buildTemplates(pid uint32) ([][]byte, error) {
 	names = append(names, "spin")
 	// The layout of struct sample in bpf/profile.bpf.c (attach.DecodeRecord
 	// reads it; its test checks the offsets against the BPF object).
-	const hdr = 64
+	const hdr = 208 // the IPs follow the registers and an empty stack window
 	size := hdr + 8*len(names)
 	var out [][]byte
 	ne := binary.NativeEndian

@@ -46,7 +46,7 @@ func BenchmarkHotPath(b *testing.B) {
 // (bpf/profile.bpf.c).
 func benchRecord(pid uint32, kernel, user []uint64) []byte {
 	ne := binary.NativeEndian
-	const offIPs = 64
+	const offIPs = 208 // offData: no stack window (frame-pointer mode), then the IPs
 	raw := make([]byte, offIPs+8*(len(kernel)+len(user)))
 	ne.PutUint64(raw[0:], 1)       // time_ns
 	ne.PutUint64(raw[8:], 1000000) // period
@@ -59,4 +59,18 @@ func benchRecord(pid uint32, kernel, user []uint64) []byte {
 		ne.PutUint64(raw[offIPs+8*i:], ip)
 	}
 	return raw
+}
+
+// TestBenchRecord: the record BenchmarkHotPath decodes is in the layout
+// attach.DecodeRecord reads (a benchmark that fails to decode is only
+// seen when benchmarks run).
+func TestBenchRecord(t *testing.T) {
+	var s attach.Sample
+	raw := benchRecord(7, []uint64{0xffffffff81000010}, []uint64{0x401000, 0x401100})
+	if err := attach.DecodeRecord(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.PID != 7 || s.TID != 7 || string(s.Comm) != "bench" || len(s.KernelIPs) != 1 || len(s.UserIPs) != 2 || s.UserIPs[1] != 0x401100 {
+		t.Errorf("decoded %+v", s)
+	}
 }
