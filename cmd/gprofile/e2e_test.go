@@ -124,7 +124,7 @@ func TestFoldedChain(t *testing.T) {
 			chained += l.count
 		}
 		for _, f := range l.frames {
-			if strings.HasPrefix(f, "0x") || strings.Contains(f, "[unknown]") {
+			if symUnnamed(f) {
 				t.Errorf("unnamed frame %q in %v", f, l.frames)
 			}
 		}

@@ -196,9 +196,10 @@ func TestSymCXX(t *testing.T) {
 	}
 }
 
-// symFindRustc returns rustc from PATH or rustup's default place, or skips:
-// the machine image has rustup's toolchain in ~/.cargo/bin, which a
-// non-login shell may not have on PATH.
+// symFindRustc returns rustc from PATH or rustup's default place, or skips
+// (see testutil.Skipf; .ci/run installs Debian's rustc): a machine with
+// rustup has its toolchain in ~/.cargo/bin, which a non-login shell may
+// not have on PATH.
 func symFindRustc(t *testing.T) string {
 	t.Helper()
 	if p, err := exec.LookPath("rustc"); err == nil {
@@ -211,7 +212,7 @@ func symFindRustc(t *testing.T) string {
 			}
 		}
 	}
-	t.Skip("skipping: rustc not found on PATH or in ~/.cargo/bin (apt install rustc: 1.59+ has -C symbol-mangling-version=v0)")
+	testutil.Skipf(t, "rustc not found on PATH or in ~/.cargo/bin (apt install rustc: 1.59+ has -C symbol-mangling-version=v0)")
 	return ""
 }
 
@@ -230,7 +231,7 @@ func TestSymRust(t *testing.T) {
 			syms, _ := exec.Command("nm", bin).Output()
 			switch {
 			case mangling == "legacy" && !bytes.Contains(syms, []byte("_ZN8rustwork3hot4spin17h")):
-				t.Skip("skipping: this rustc does not use legacy mangling by default (Rust 1.97+)")
+				testutil.Skipf(t, "this rustc does not use legacy mangling by default (Rust 1.97+; Debian 12's 1.63 does)")
 			case mangling == "v0" && !bytes.Contains(syms, []byte("_RNvNtCs")):
 				t.Fatalf("no v0-mangled symbols in %s", bin)
 			}
@@ -307,19 +308,47 @@ func TestSymShortLived(t *testing.T) {
 	if b, err := os.ReadFile(bin); err != nil || os.WriteFile(warm, b, 0o755) != nil {
 		t.Fatalf("copy %s: %v", bin, err)
 	}
-	loop := fmt.Sprintf("for i in 1 2 3 4 5 6; do %s 0.3; done", bin)
+	// sh's times builtin writes the CPU time of its children, before and
+	// after the short ones: the samples they should get at 999 Hz.
+	loop := fmt.Sprintf("times >&2; for i in 1 2 3 4 5 6; do %s 0.3; done; times >&2", bin)
 	for _, tt := range []struct{ name, script string }{
 		{"warm", warm + " 2; " + loop},
 		{"cold", loop},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			out := symProfileCommand(t, "sh", "-c", tt.script)
+			out, stderr, code := runGprofile(t, "-E", "-f", "999", "--", "sh", "-c", tt.script)
+			if code != 0 {
+				t.Fatalf("gprofile -- sh -c %q: exit %d", tt.script, code)
+			}
 			c := symCheckWorkload(t, out, symComm(bin), "main", "short_a", "short_b", "short_c")
-			if c.total < 6*100 {
-				t.Errorf("%d samples of 6 processes of 0.3 s at 999 Hz, want at least %d", c.total, 6*100)
+			expected := symChildrenCPU(t, stderr).Seconds() * 999
+			if float64(c.total) < 0.8*expected || expected < 300 {
+				t.Errorf("%d samples of 6 processes of 0.3 s at 999 Hz, want 80%% of the %.0f their CPU time gives (at least 300)", c.total, expected)
 			}
 		})
 	}
+}
+
+// symChildrenCPU returns the CPU time of sh's children between the last
+// two runs of its times builtin in stderr (each writes the shell's user
+// and system time, then its children's: "0m1.230000s 0m0.010000s").
+func symChildrenCPU(t *testing.T, stderr []byte) time.Duration {
+	t.Helper()
+	rx := regexp.MustCompile(`(?m)^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$`)
+	m := rx.FindAllStringSubmatch(string(stderr), -1)
+	if len(m) < 4 {
+		t.Fatalf("no two outputs of sh's times in stderr:\n%s", stderr)
+	}
+	sum := func(m []string) time.Duration {
+		var d time.Duration
+		for _, i := range []int{1, 3} {
+			min, _ := strconv.Atoi(m[i])
+			sec, _ := strconv.ParseFloat(m[i+1], 64)
+			d += time.Duration(min)*time.Minute + time.Duration(sec*float64(time.Second))
+		}
+		return d
+	}
+	return sum(m[len(m)-1]) - sum(m[len(m)-3])
 }
 
 // TestSymDeletedBinary: a binary deleted after its process started is
@@ -339,15 +368,21 @@ func TestSymDeletedBinary(t *testing.T) {
 // symWaitMapped waits until process pid has path mapped (it has exec'd).
 func symWaitMapped(t *testing.T, pid int, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	symWaitFor(t, 10*time.Second, fmt.Sprintf("process %d to map %s", pid, path), func() bool {
 		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-		if bytes.Contains(maps, []byte(path)) {
-			return
+		return bytes.Contains(maps, []byte(path))
+	})
+}
+
+// symWaitFor polls cond every 10 ms and fails the test, saying what it
+// waited for, when cond is still false after limit.
+func symWaitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", limit, what)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("process %d never mapped %s", pid, path)
 }
 
 // TestSymMountNamespace: a binary on a tmpfs mounted in the process's own
@@ -373,18 +408,23 @@ func TestSymMountNamespace(t *testing.T) {
 // from node's perf map (--perf-basic-prof writes /tmp/perf-PID.map).
 func TestSymNodePerfMap(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("skipping: node not found on PATH")
-	}
+	node := testutil.RequireTool(t, "node", "apt install nodejs")
 	script, err := filepath.Abs(symSrc + "hot.js")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := symStartWorkload(t, node, "--perf-basic-prof", script, "20")
-	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid)) })
-	time.Sleep(time.Second) // let V8 optimize the hot function
+	perfMap := fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid)
+	t.Cleanup(func() { os.Remove(perfMap) })
+	// Wait until V8 has optimized the hot function ("*" marks optimized
+	// code in the perf map's names).
+	symWaitFor(t, 30*time.Second, "V8 to optimize gprofileHotLoop (a *gprofileHotLoop line in "+perfMap+")", func() bool {
+		b, _ := os.ReadFile(perfMap)
+		return bytes.Contains(b, []byte("*gprofileHotLoop"))
+	})
+	cpu := testutil.StartCPU(t, strconv.Itoa(cmd.Process.Pid))
 	out := symProfilePID(t, cmd.Process.Pid, "2")
+	expected := cpu.ExpectedSamples(999, 2*time.Second)
 	total, named := 0, 0
 	for _, l := range parseFolded(t, out) {
 		if l.frames[0] != "node" {
@@ -396,7 +436,8 @@ func TestSymNodePerfMap(t *testing.T) {
 		}
 	}
 	t.Logf("node: %d samples, %d name gprofileHotLoop", total, named)
-	if total < 500 || named*10 < total*8 {
-		t.Errorf("%d of %d samples of node name gprofileHotLoop, want 80%%\n%s", named, total, symTopLines(out, "node", 10))
+	if float64(total) < 0.8*expected || expected < 500 || named*10 < total*8 {
+		t.Errorf("%d of %d samples of node name gprofileHotLoop, want 80%% of 80%% of the %.0f its CPU share gives (at least 500)\n%s",
+			named, total, expected, symTopLines(out, "node", 10))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 var fixtureMeta = Meta{
@@ -300,20 +301,18 @@ func TestGoToolPprof(t *testing.T) {
 	}
 }
 
-// goTool returns the go command of the toolchain on PATH, or skips.
+// goTool returns the go command of the toolchain on PATH (see
+// testutil.RequireTool).
 func goTool(t *testing.T) string {
 	t.Helper()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
+	goCmd := testutil.RequireTool(t, "go", "go tool pprof reads the profile")
 	out, err := exec.Command(goCmd, "env", "GOROOT").Output()
 	if err != nil {
-		t.Skipf("go env GOROOT: %v", err)
+		t.Fatalf("go env GOROOT: %v", err)
 	}
 	goBin := filepath.Join(strings.TrimSpace(string(out)), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
-		t.Skipf("no go command in GOROOT: %v", err)
+		t.Fatalf("no go command in GOROOT: %v", err)
 	}
 	return goBin
 }

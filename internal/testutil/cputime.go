@@ -68,6 +68,15 @@ func (m *CPUMeter) ExpectedSamples(hz float64, window time.Duration) float64 {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	share := (d - m.start).Seconds() / time.Since(m.wall).Seconds()
+	return expectedSamples(d-m.start, time.Since(m.wall), hz, window)
+}
+
+// expectedSamples is cpu/wall (the share of one CPU, at most 1) × window
+// × hz.
+func expectedSamples(cpu, wall time.Duration, hz float64, window time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	share := cpu.Seconds() / wall.Seconds()
 	return min(share, 1) * window.Seconds() * hz
 }

@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,40 +12,65 @@ import (
 	"testing"
 )
 
-// RequirePrivileges skips t, saying why, unless the test runs as root.
-// With GPROFILE_REQUIRE_PRIV=1 in the environment (CI sets it) it fails t
-// instead, so privileged tests cannot skip silently there.
-func RequirePrivileges(t testing.TB) {
+// RequireEnv is set to "1" in GPROFILE_REQUIRE_PRIV by CI (.ci/run),
+// which runs as root on a machine with every tool installed: there, a test
+// that cannot run is a failure, not a skip.
+const RequireEnv = "GPROFILE_REQUIRE_PRIV"
+
+// Required reports whether GPROFILE_REQUIRE_PRIV=1 is set, that is whether
+// Skipf fails instead of skipping.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Skipf is the one way a test skips for want of something in its
+// environment (root, a tool, a kernel interface, a debug file): it skips t
+// with the reason, or fails t with it under GPROFILE_REQUIRE_PRIV=1, so a
+// CI machine that lost a package or a privilege fails instead of passing
+// on skips. Skips that depend on nothing CI provides (-short) use t.Skip.
+func Skipf(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
+	why := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("%s=1 but cannot run: %s", RequireEnv, why)
 	}
-	const why = "needs root for BPF and perf events (run: sudo go test ./...)"
-	if os.Getenv("GPROFILE_REQUIRE_PRIV") == "1" {
-		t.Fatalf("GPROFILE_REQUIRE_PRIV=1 but %s", why)
-	}
-	t.Skip(why)
+	t.Skip("skipping: " + why)
 }
 
-// RequireTool skips t when the command is not on PATH (fails it under
-// GPROFILE_REQUIRE_PRIV=1, where CI has installed every tool) and returns
-// its path.
-func RequireTool(t testing.TB, name string) string {
+// RequirePrivileges skips t, saying why, unless the test runs as root
+// (fails it under GPROFILE_REQUIRE_PRIV=1; see Skipf).
+func RequirePrivileges(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skipf(t, "needs root for BPF and perf events (run: sudo go test ./...)")
+	}
+}
+
+// RequireTool returns the path of the command name on PATH; without it it
+// skips t (fails it under GPROFILE_REQUIRE_PRIV=1, where CI has installed
+// every tool; see Skipf). why says what the test needs the tool for.
+func RequireTool(t testing.TB, name string, why ...string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
+	if err != nil {
+		Skipf(t, "%s not found on PATH (.ci/run installs it)%s", name, strings.Join(append([]string{""}, why...), "; "))
 	}
-	if os.Getenv("GPROFILE_REQUIRE_PRIV") == "1" {
-		t.Fatalf("%s not found on PATH (CI installs it in .ci/run)", name)
+	return p
+}
+
+// RequireFile skips t when path does not exist (fails it under
+// GPROFILE_REQUIRE_PRIV=1; see Skipf); install says which package
+// provides it. Use it to check a precondition independently of the code
+// under test: a test of debug-file lookup stats the file the package
+// installs, then fails if the lookup does not find it.
+func RequireFile(t testing.TB, path, install string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		Skipf(t, "%v (%s)", err, install)
 	}
-	t.Skipf("%s not found on PATH", name)
-	return ""
 }
 
 // BuildC compiles the C source file src (a path, usually under testdata/)
 // with gcc and the given flags into t.TempDir() and returns the binary's
-// path. It skips t when gcc is missing.
+// path. It skips t when gcc is missing (see RequireTool).
 func BuildC(t testing.TB, src string, flags ...string) string {
 	t.Helper()
 	gcc := RequireTool(t, "gcc")
@@ -71,10 +97,7 @@ func SetSysctl(t testing.TB, name, value string) (restore func()) {
 		err = os.WriteFile(path, []byte(value), 0o644)
 	}
 	if err != nil {
-		if os.Getenv("GPROFILE_REQUIRE_PRIV") == "1" {
-			t.Fatalf("cannot set %s: %v", name, err)
-		}
-		t.Skipf("skipping: cannot set %s: %v", name, err)
+		Skipf(t, "cannot set %s: %v", name, err)
 	}
 	var once sync.Once
 	restore = func() {
@@ -86,4 +109,37 @@ func SetSysctl(t testing.TB, name, value string) (restore func()) {
 	}
 	t.Cleanup(restore)
 	return restore
+}
+
+// RunAsNobody runs the tests of the current test binary that match run
+// (a -test.run pattern) again as the unprivileged user nobody (uid and gid
+// 65534, no supplementary groups, through util-linux's setpriv), and fails
+// t if they fail or none ran. A test that needs a non-root user calls it
+// when it runs as root, so that CI (root) runs it too. The binary is
+// copied to a directory nobody can read and run.
+func RunAsNobody(t testing.TB, run string) {
+	t.Helper()
+	setpriv := RequireTool(t, "setpriv", "it runs the test as nobody")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "test.bin")
+	b, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} { // t.TempDir and its parent are 0700
+		if err == nil {
+			err = os.Chmod(d, 0o755)
+		}
+	}
+	if err != nil {
+		t.Fatalf("copy the test binary for nobody: %v", err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		bin, "-test.run="+run, "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") || strings.Contains(string(out), "--- SKIP") {
+		t.Fatalf("as nobody: %s -test.run=%s: %v (want a pass)\n%s", bin, run, err, out)
+	}
+	t.Logf("as nobody:\n%s", out)
 }
