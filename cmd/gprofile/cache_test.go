@@ -42,7 +42,7 @@ func TestCacheDir(t *testing.T) {
 	s := f.Section(".debug_info")
 	f.Close()
 	if s == nil || s.Flags&elf.SHF_COMPRESSED == 0 {
-		t.Skip("skipping: gcc -gz=zlib wrote no compressed .debug_info")
+		testutil.Skipf(t, "gcc -gz=zlib wrote no compressed .debug_info")
 	}
 	cache := t.TempDir()
 	// run profiles the program and returns the function:line of every

@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"github.com/gprofile/gprofile/internal/testutil"
 	"slices"
 	"testing"
 )
@@ -31,7 +32,7 @@ func TestParseCPUList(t *testing.T) {
 func TestOnlineCPUs(t *testing.T) {
 	cpus, err := OnlineCPUs()
 	if err != nil {
-		t.Skipf("no %s here: %v", OnlineCPUsPath, err)
+		testutil.Skipf(t, "no %s here: %v", OnlineCPUsPath, err)
 	}
 	if len(cpus) == 0 || cpus[0] < 0 {
 		t.Errorf("online cpus %v", cpus)

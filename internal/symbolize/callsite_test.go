@@ -18,6 +18,7 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 func TestAMD64EndsWithCall(t *testing.T) {
@@ -105,10 +106,7 @@ type insn struct {
 // with objdump -d; it skips the test when objdump is missing.
 func objdumpInsns(t *testing.T, path string) []insn {
 	t.Helper()
-	objdump, err := exec.LookPath("objdump")
-	if err != nil {
-		t.Skip("skipping: objdump not found in PATH; it lists the call instructions of the test binary")
-	}
+	objdump := symtest.LookPath(t, "objdump", "lists the call instructions of the test binary")
 	out, err := exec.Command(objdump, "-d", "--insn-width=16", path).Output()
 	if err != nil {
 		t.Fatalf("objdump -d %s: %v", path, err)
@@ -143,12 +141,9 @@ func objdumpInsns(t *testing.T, path string) []insn {
 // that happen to encode a call).
 func TestEndsWithCallGCC(t *testing.T) {
 	if codeArch == "" {
-		t.Skipf("skipping: no call decoder for %s", runtime.GOARCH)
+		testutil.Skipf(t, "no call decoder for %s", runtime.GOARCH)
 	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("skipping: gcc not found in PATH; it builds testdata/calls.c")
-	}
+	gcc := symtest.LookPath(t, "gcc", "builds testdata/calls.c")
 	for _, flags := range [][]string{{"-O2"}, {"-O0"}, {"-O2", "-fno-plt", "-fPIE", "-pie"}} {
 		out := filepath.Join(t.TempDir(), "calls")
 		args := append(append([]string{"-g"}, flags...), "-o", out, "testdata/calls.c")
@@ -233,7 +228,7 @@ func (c textCode) endsWithCall(addr uint64) bool {
 // function's first byte is exempt, and what cannot be read is not bad.
 func TestBadReturnAddress(t *testing.T) {
 	if codeArch == "" {
-		t.Skipf("skipping: no call decoder for %s", runtime.GOARCH)
+		testutil.Skipf(t, "no call decoder for %s", runtime.GOARCH)
 	}
 	bin := symtest.BuildProg(t, true)
 	const pid, base = 71, 0x555555554000

@@ -12,6 +12,17 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
+// waitFor polls cond every 5 ms and fails the test, saying what it waited
+// for, when cond is still false after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", limit, what)
+		}
+	}
+}
+
 // waitGeneration waits up to d for s.Generation() to reach want.
 func waitGeneration(t *testing.T, s *Symbolizer, want uint64, d time.Duration) {
 	t.Helper()
@@ -41,10 +52,10 @@ func TestDebuginfodBackground(t *testing.T) {
 	orig, _, debug := splitDebug(t)
 	bin := symbolsOnly(t, orig)
 	id := symtest.GnuBuildID(t, orig)
-	const delay = time.Second
+	answer := make(chan struct{}) // the server answers once the test closes it
 	srv := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(delay):
+		case <-answer:
 		case <-r.Context().Done():
 			return
 		}
@@ -65,10 +76,16 @@ func TestDebuginfodBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	start := time.Now()
-	f := s.Stack(1, nil, []uint64{leaf}).Frames[0]
-	if d := time.Since(start); d > delay/2 {
-		t.Errorf("first Stack took %v; the server answers after %v", d, delay)
+	// Stack returns while the server holds the download back: it does
+	// not wait for it (DEBUGINFOD_TIMEOUT is 90 s by default).
+	first := make(chan Frame, 1)
+	go func() { first <- s.Stack(1, nil, []uint64{leaf}).Frames[0] }()
+	var f Frame
+	select {
+	case f = <-first:
+	case <-time.After(30 * time.Second):
+		close(answer)
+		t.Fatal("Stack waited for the download")
 	}
 	if f.Function != "leaf" || f.Line != 0 {
 		t.Errorf("first frame = %+v; want leaf, from .symtab, without a line", f)
@@ -76,6 +93,7 @@ func TestDebuginfodBackground(t *testing.T) {
 	if f := s.Stack(1, nil, []uint64{leaf}).Frames[0]; f.Function != "leaf" || f.Line != 0 {
 		t.Errorf("frame while downloading = %+v", f)
 	}
+	close(answer)
 	waitGeneration(t, s, 1, 10*time.Second)
 	f = s.Stack(1, nil, []uint64{leaf}).Frames[0]
 	if f.Function != "leaf" || filepath.Base(f.File) != "prog.c" || f.Line == 0 {
@@ -113,24 +131,20 @@ func TestDebuginfodCloseCancels(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Stack(1, nil, []uint64{base + symtest.ElfSymbol(t, orig, "leaf").Value + 1})
-	for srv.hits.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	start := time.Now()
-	s.Close()
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Close took %v with a download hanging", d)
+	waitFor(t, 10*time.Second, "the download to start", func() bool { return srv.hits.Load() > 0 })
+	// The server never answers, the timeout is 30 s: Close returns before
+	// then only if it cancels the download.
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waits for a hanging download")
 	}
 	if s.Generation() != 0 {
 		t.Errorf("Generation() = %d after a cancelled download", s.Generation())
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for ended.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if ended.Load() == 0 {
-		t.Error("the server's request still runs after Close: not cancelled")
-	}
+	waitFor(t, 10*time.Second, "the server's request to end after Close (cancelled)", func() bool { return ended.Load() > 0 })
 	if note := joinNotes(s); !strings.Contains(note, "1 unfinished at exit") || strings.Contains(note, "1 failed") {
 		t.Errorf("Notes() = %q; want 1 unfinished, none failed", note)
 	}
@@ -140,7 +154,7 @@ func TestDebuginfodCloseCancels(t *testing.T) {
 // TestDebuginfodFetcherLimits: one download per build ID at a time, at
 // most maxDebuginfodDownloads at once; the rest wait their turn.
 func TestDebuginfodFetcherLimits(t *testing.T) {
-	release := make(chan struct{})
+	release := make(chan struct{}) // one receive lets one request answer
 	var running, most atomic.Int64
 	srv := newDebuginfodServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		n := running.Add(1)
@@ -149,7 +163,7 @@ func TestDebuginfodFetcherLimits(t *testing.T) {
 		}
 		select {
 		case <-r.Context().Done():
-		case <-release:
+		case release <- struct{}{}:
 		}
 		http.NotFound(w, r)
 	})
@@ -159,21 +173,18 @@ func TestDebuginfodFetcherLimits(t *testing.T) {
 	for _, id := range []string{"aaaa", "bbbb", "aaaa", "cccc", "bbbb"} {
 		d.Start(c, debuginfod.Kind{}, id)
 	}
-	for srv.hits.Load() < debuginfod.MaxDownloads {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if n := srv.hits.Load(); n != debuginfod.MaxDownloads {
-		t.Errorf("%d requests under way, want %d", n, debuginfod.MaxDownloads)
-	}
-	close(release)
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(c.Note(), "3 not found") {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests, note %q; want 3, 3 not found", srv.hits.Load(), c.Note())
+	// Three build IDs, two slots: two requests run and hold their slots
+	// until released; the third starts only when one ends, so the most
+	// ever running at once stays at two.
+	waitFor(t, 10*time.Second, "two requests", func() bool { return srv.hits.Load() >= debuginfod.MaxDownloads })
+	for range 3 {
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d requests, %d running; want 3 in turn", srv.hits.Load(), running.Load())
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	waitFor(t, 10*time.Second, "3 not found in the note", func() bool { return strings.Contains(c.Note(), "3 not found") })
 	d.Close()
 	if n, m := srv.hits.Load(), most.Load(); n != 3 || m != debuginfod.MaxDownloads {
 		t.Errorf("%d requests, at most %d at once; want 3, %d", n, m, debuginfod.MaxDownloads)

@@ -17,6 +17,7 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
 
+	"github.com/gprofile/gprofile/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -141,7 +142,7 @@ func writeSparseELF(t *testing.T, size int64, shnum uint16, secOff, secSize uint
 	}
 	defer f.Close()
 	if err := f.Truncate(size); err != nil {
-		t.Skipf("skipping: cannot make a %d-byte sparse file: %v", size, err)
+		testutil.Skipf(t, "cannot make a %d-byte sparse file: %v", size, err)
 	}
 	shoff := uint64(size) - uint64(shnum)*64
 	hdr := make([]byte, 64)
@@ -253,7 +254,7 @@ func TestSparseHugeDWARF(t *testing.T) {
 	shoff := f.ByteOrder
 	f.Close()
 	if idx == 0 {
-		t.Skip("skipping: the test binary has no .debug_info")
+		testutil.Skipf(t, "the test binary has no .debug_info")
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -268,7 +269,7 @@ func TestSparseHugeDWARF(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(path, size); err != nil {
-		t.Skipf("skipping: cannot make a sparse file: %v", err)
+		testutil.Skipf(t, "cannot make a sparse file: %v", err)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -13,6 +13,7 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/kallsyms"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // liveTarget is a function of the test binary whose PC the live tests
@@ -63,9 +64,12 @@ func TestStackLiveGo(t *testing.T) {
 }
 
 func TestStackLiveVDSO(t *testing.T) {
+	if !symtest.HasVDSO(t) {
+		testutil.Skipf(t, "no [vdso] in /proc/self/maps (vdso=0 on the kernel command line?)")
+	}
 	vdso, _ := loadVDSO("/proc", nil)
 	if vdso == nil || vdso.Len() == 0 {
-		t.Skip("skipping: no readable [vdso] with symbols in /proc/self")
+		t.Fatal("loadVDSO found no [vdso] with symbols; /proc/self/maps has one")
 	}
 	entries := selfMaps(t)
 	var m procmaps.Entry
@@ -101,7 +105,7 @@ func selfMaps(t *testing.T) []procmaps.Entry {
 	t.Helper()
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
-		t.Skipf("skipping: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	entries, err := procmaps.Parse(f)
@@ -112,16 +116,14 @@ func selfMaps(t *testing.T) []procmaps.Entry {
 }
 
 func TestStackLiveKernel(t *testing.T) {
+	symtest.RequireKallsymsAddresses(t)
 	k, err := kallsyms.Load("/proc/kallsyms")
-	if err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	if k.Hidden() {
-		t.Skip("skipping: /proc/kallsyms addresses are hidden (kptr_restrict; run as root)")
+	if err != nil || k.Hidden() {
+		t.Fatalf("kallsyms.Load: %v, hidden %v; /proc/kallsyms shows addresses", err, k != nil && k.Hidden())
 	}
 	start, _, ok := k.TextRange()
 	if !ok {
-		t.Skip("skipping: no kernel text range in /proc/kallsyms")
+		t.Fatal("no kernel text range (_stext.._etext) from /proc/kallsyms")
 	}
 	want, ok := k.Lookup(start + 0x1000)
 	if !ok {
@@ -139,9 +141,9 @@ func TestStackLiveKernel(t *testing.T) {
 }
 
 func TestStackLiveProcessGone(t *testing.T) {
-	cmd := exec.Command("true")
+	cmd := exec.Command(testutil.RequireTool(t, "true"))
 	if err := cmd.Run(); err != nil {
-		t.Skipf("skipping: cannot run true: %v", err)
+		t.Fatal(err)
 	}
 	s := liveSymbolizer(t)
 	st := s.Stack(uint32(cmd.Process.Pid), nil, []uint64{0x401000})
@@ -171,13 +173,13 @@ func BenchmarkStackWarm(b *testing.B) {
 // ID in /usr/lib/debug): __libc_start_call_main is local, so the stripped
 // libc.so.6 has it in no symbol table.
 func TestStackLiveLibcDebugFile(t *testing.T) {
-	libc := symtest.SystemLibc(t)
+	libc, debug := symtest.LibcDebugFile(t)
 	b, err := objfile.Open(libc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.DebugFile() == "" {
-		t.Skipf("skipping: no debug file for %s (build ID %s) in /usr/lib/debug (apt install libc6-dbg)", libc, b.BuildID())
+	if b.DebugFile() != debug {
+		t.Fatalf("objfile.Open(%s).DebugFile() = %q, want %s (libc6-dbg installs it)", libc, b.DebugFile(), debug)
 	}
 	const name = "__libc_start_call_main"
 	sym := symtest.ElfSymbol(t, b.DebugFile(), name)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gprofile/gprofile/internal/testutil"
 	"github.com/ianlancetaylor/demangle"
 )
 
@@ -109,7 +110,7 @@ func TestShortNameMatchesNoParams(t *testing.T) {
 		}
 	}
 	if len(libs) == 0 {
-		t.Skip("skipping: no C++ library (libstdc++.so.6) found")
+		testutil.Skipf(t, "no C++ library (libstdc++.so.6) found")
 	}
 	checked, differ := 0, 0
 	for _, lib := range libs {

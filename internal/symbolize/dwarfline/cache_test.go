@@ -11,6 +11,7 @@ import (
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // TestSectionCacheSlot: what save writes, load reads back; a file with a
@@ -113,7 +114,7 @@ func TestDWARFSectionCache(t *testing.T) {
 	}
 	id := elfio.BuildID(f)
 	if id == "" {
-		t.Skip("skipping: the test program has no build ID")
+		testutil.Skipf(t, "the test program has no build ID")
 	}
 	infoPath := cache.slot(id, "info", f.Section(".debug_info").FileSize).path
 	cachedLen := func() int64 {

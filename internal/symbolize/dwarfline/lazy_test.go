@@ -15,6 +15,7 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/srcline"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // TestLazySectionPrefix checks that a lazySection inflates what is asked
@@ -199,7 +200,7 @@ func buildManyUnits(t *testing.T) (string, *elf.File, srcline.Source) {
 	}
 	t.Cleanup(func() { f.Close() })
 	if s := f.Section(".debug_info"); s == nil || s.Flags&elf.SHF_COMPRESSED == 0 {
-		t.Skip("skipping: gcc -gz=zlib wrote no compressed .debug_info (binutils without zlib?)")
+		testutil.Skipf(t, "gcc -gz=zlib wrote no compressed .debug_info (binutils without zlib?)")
 	}
 	whole := map[string][]byte{}
 	for _, s := range f.Sections {

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // loadBoth returns the DWARF of the ELF at path as our reader and as
@@ -201,27 +200,14 @@ func compareFuncs(t *testing.T, ours *Data, std *dwarf.Data, u *unit, r *dwarf.R
 // TestDWARFReaderOnLibc compares the reader with debug/dwarf on libc's
 // separate debug file (DWARF 5, compressed sections), when installed.
 func TestDWARFReaderOnLibc(t *testing.T) {
-	libc := symtest.SystemLibc(t)
-	f, err := elf.Open(libc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := elfio.BuildID(f)
-	f.Close()
-	debug := ""
-	if len(id) > 2 {
-		debug = filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
-	}
-	if _, err := os.Stat(debug); debug == "" || err != nil {
-		t.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
-	}
-	f, err = elf.Open(debug)
+	_, debug := symtest.LibcDebugFile(t)
+	f, err := elf.Open(debug)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.DWARF(); err != nil {
-		t.Skipf("skipping: debug/dwarf cannot read %s: %v", debug, err)
+	if _, err := f.DWARF(); err != nil { // the oracle, not the code under test
+		testutil.Skipf(t, "debug/dwarf cannot read %s: %v", debug, err)
 	}
 	ours, std := loadBoth(t, debug)
 	compareUnits(t, ours, std)

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 func loadFixtureKallsyms(t *testing.T) *Table {
@@ -217,16 +220,13 @@ ffffffff81000020 t c_local2
 }
 
 func TestKallsymsReal(t *testing.T) {
-	data, err := os.ReadFile("/proc/kallsyms")
-	if err != nil {
-		t.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
-	}
+	data := symtest.RequireKallsymsAddresses(t)
 	k, err := Parse(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k.Hidden() {
-		t.Skip("skipping: /proc/kallsyms addresses are hidden (kptr_restrict; run as root)")
+		t.Fatal("Hidden() with real addresses in /proc/kallsyms")
 	}
 	start, end, ok := k.TextRange()
 	if !ok {
@@ -242,7 +242,7 @@ func TestKallsymsReal(t *testing.T) {
 // parse, and reports the heap the table keeps (table-B).
 func BenchmarkKallsymsLoad(b *testing.B) {
 	if _, err := os.ReadFile("/proc/kallsyms"); err != nil {
-		b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+		testutil.Skipf(b, "cannot read /proc/kallsyms: %v", err)
 	}
 	var k *Table
 	for b.Loop() {
@@ -270,7 +270,7 @@ func BenchmarkKallsymsRead(b *testing.B) {
 	for b.Loop() {
 		f, err := os.Open("/proc/kallsyms")
 		if err != nil {
-			b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+			testutil.Skipf(b, "cannot read /proc/kallsyms: %v", err)
 		}
 		for err == nil {
 			_, err = io.ReadFull(f, buf)
@@ -284,7 +284,7 @@ func BenchmarkKallsymsRead(b *testing.B) {
 func BenchmarkKallsymsParse(b *testing.B) {
 	data, err := os.ReadFile("/proc/kallsyms")
 	if err != nil {
-		b.Skipf("skipping: cannot read /proc/kallsyms: %v", err)
+		testutil.Skipf(b, "cannot read /proc/kallsyms: %v", err)
 	}
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {

@@ -129,11 +129,9 @@ func TestOpenBinaryErrors(t *testing.T) {
 	if _, err := Open(text); !errors.Is(err, ErrBadELF) {
 		t.Errorf("OpenBinary(script) error = %v; want ErrBadELF", err)
 	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		return
-	}
+	gcc := symtest.LookPath(t, "gcc", "builds a relocatable object")
 	obj := filepath.Join(dir, "prog.o")
-	if b, err := exec.Command("gcc", "-c", "-o", obj, "../testdata/prog.c").CombinedOutput(); err != nil {
+	if b, err := exec.Command(gcc, "-c", "-o", obj, "../testdata/prog.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc -c: %v\n%s", err, b)
 	}
 	if _, err := Open(obj); !errors.Is(err, ErrBadELF) {

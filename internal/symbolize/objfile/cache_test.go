@@ -14,14 +14,14 @@ import (
 // as the first libc frame of a run does: inflating, against reading the
 // section cache that an earlier run left.
 func BenchmarkSectionCacheLibc(b *testing.B) {
-	libc := symtest.SystemLibc(b)
+	libc, debug := symtest.LibcDebugFile(b)
 	lb, err := Open(libc)
-	if err != nil || lb.DebugFile() == "" {
-		b.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
+	if err != nil || lb.DebugFile() != debug {
+		b.Fatalf("Open(%s): DebugFile() = %q, %v; want %s", libc, lb.DebugFile(), err, debug)
 	}
-	s, ok := symtest.FindSymbol(lb.DebugFile(), "start_thread")
+	s, ok := symtest.FindSymbol(debug, "start_thread")
 	if !ok {
-		b.Skip("skipping: libc's debug file has no start_thread")
+		b.Fatalf("%s has no start_thread", debug)
 	}
 	load := func(b *testing.B, cacheDir string) {
 		f, err := os.Open(libc)

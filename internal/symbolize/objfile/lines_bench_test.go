@@ -19,10 +19,10 @@ func BenchmarkLookupLinesWarm(b *testing.B) {
 		benchLines(b, bin, addrs)
 	})
 	b.Run("libc", func(b *testing.B) {
-		libc := symtest.SystemLibc(b)
+		libc, debug := symtest.LibcDebugFile(b)
 		lb, err := Open(libc)
-		if err != nil || lb.DebugFile() == "" {
-			b.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
+		if err != nil || lb.DebugFile() != debug {
+			b.Fatalf("Open(%s): DebugFile() = %q, %v; want %s", libc, lb.DebugFile(), err, debug)
 		}
 		var addrs []uint64
 		for _, name := range []string{"__libc_start_call_main", "malloc", "__vfprintf_internal", "memcpy", "qsort_r"} {

@@ -293,10 +293,10 @@ func TestLinesConcurrent(t *testing.T) {
 // TestLinesPreload checks that Preload (parallel unit loading) gives the
 // same lines as cold lookups one by one, with Lines running alongside.
 func TestLinesPreload(t *testing.T) {
-	libc := symtest.SystemLibc(t)
+	libc, debug := symtest.LibcDebugFile(t)
 	cold, err := Open(libc)
-	if err != nil || cold.DebugFile() == "" {
-		t.Skip("skipping: no debug file for libc (apt install libc6-dbg)")
+	if err != nil || cold.DebugFile() != debug {
+		t.Fatalf("Open(%s): DebugFile() = %q, %v; want %s (libc6-dbg installs it)", libc, cold.DebugFile(), err, debug)
 	}
 	var addrs []uint64
 	for i := 0; i < cold.Len(); i += 7 {

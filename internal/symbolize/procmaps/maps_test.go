@@ -76,7 +76,7 @@ func TestParseMapsReadError(t *testing.T) {
 func TestParseMapsSelf(t *testing.T) {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
-		t.Skipf("skipping: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	entries, err := Parse(f)

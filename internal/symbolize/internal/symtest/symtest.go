@@ -17,17 +17,15 @@ import (
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // BuildProg compiles testdata/prog.c with gcc into t.TempDir() as a PIE
 // (pie) or a fixed-address executable, and returns its path. It skips the
-// test when gcc is missing.
+// test when gcc is missing (see LookPath).
 func BuildProg(t testing.TB, pie bool) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("skipping: gcc not found in PATH; it builds the ELF test workload from testdata/prog.c")
-	}
+	gcc := LookPath(t, "gcc", "builds the ELF test workload from testdata/prog.c")
 	out := filepath.Join(t.TempDir(), "prog")
 	args := []string{"-O2", "-g", "-fno-omit-frame-pointer", "-o", out, Testdata("prog.c")}
 	if pie {
@@ -87,14 +85,10 @@ func StatDevIno(st os.FileInfo) (dev, ino uint64) {
 }
 
 // LookPath returns the path of tool, or skips the test naming why it
-// needs it.
+// needs it (fails it under GPROFILE_REQUIRE_PRIV=1: testutil.RequireTool).
 func LookPath(t testing.TB, tool, why string) string {
 	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		t.Skipf("skipping: %s not found in PATH; it %s", tool, why)
-	}
-	return p
+	return testutil.RequireTool(t, tool, "it "+why)
 }
 
 // Run runs a command and fails the test with its output on error.
@@ -194,8 +188,26 @@ func SystemLibc(t testing.TB) string {
 			}
 		}
 	}
-	t.Skip("skipping: no libc.so.6 in the usual places")
+	testutil.Skipf(t, "no libc.so.6 in the usual places")
 	return ""
+}
+
+// LibcDebugFile returns the separate debug file of the system's libc that
+// Debian's libc6-dbg installs, /usr/lib/debug/.build-id/xx/yyyy.debug
+// after libc's build ID (read here with debug/elf, apart from the code
+// under test). Without it it skips (fails under GPROFILE_REQUIRE_PRIV=1:
+// CI installs libc6-dbg), so that a test of debug-file lookup can fail
+// when the lookup, not the machine, is what broke.
+func LibcDebugFile(t testing.TB) (libc, debug string) {
+	t.Helper()
+	libc = SystemLibc(t)
+	id := GnuBuildID(t, libc)
+	if len(id) < 3 {
+		t.Fatalf("%s has no build ID", libc)
+	}
+	debug = "/usr/lib/debug/.build-id/" + id[:2] + "/" + id[2:] + ".debug"
+	testutil.RequireFile(t, debug, "libc's debug file: apt install libc6-dbg")
+	return libc, debug
 }
 
 // OpenELFFile reads the ELF at path and opens it as objfile.Load does.
@@ -234,7 +246,7 @@ func SymbolRange(t testing.TB, bin, name string) []uint64 {
 }
 
 // GnuBuildID reads the build ID from the .note.gnu.build-id section.
-func GnuBuildID(t *testing.T, path string) string {
+func GnuBuildID(t testing.TB, path string) string {
 	t.Helper()
 	f, err := elf.Open(path)
 	if err != nil {
@@ -364,4 +376,49 @@ func (f *FakeStream) Close() error { f.Closed++; return nil }
 func Testdata(name string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", name)
+}
+
+// Kallsyms returns the text of /proc/kallsyms and whether it shows real
+// addresses (any non-zero one among its first lines: kernel.kptr_restrict
+// and the reader's privileges decide), read here apart from the kallsyms
+// package under test. It skips when the file cannot be read (fails under
+// GPROFILE_REQUIRE_PRIV=1).
+func Kallsyms(t testing.TB) (text []byte, visible bool) {
+	t.Helper()
+	text, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		testutil.Skipf(t, "cannot read /proc/kallsyms: %v", err)
+	}
+	for i, line := range bytes.SplitN(text, []byte("\n"), 1000) {
+		if addr, _, ok := bytes.Cut(line, []byte(" ")); ok && i < 999 && strings.Trim(string(addr), "0") != "" {
+			return text, true
+		}
+	}
+	return text, false
+}
+
+// RequireKallsymsAddresses returns the text of /proc/kallsyms when it
+// shows real addresses; otherwise it skips, saying why (fails under
+// GPROFILE_REQUIRE_PRIV=1, where CI runs as root).
+func RequireKallsymsAddresses(t testing.TB) []byte {
+	t.Helper()
+	text, visible := Kallsyms(t)
+	if !visible {
+		if os.Geteuid() != 0 {
+			testutil.RequirePrivileges(t)
+		}
+		testutil.Skipf(t, "/proc/kallsyms shows zero addresses to root (kernel.kptr_restrict=2)")
+	}
+	return text
+}
+
+// HasVDSO reports whether /proc/self/maps has a [vdso] mapping, read here
+// apart from the code under test.
+func HasVDSO(t testing.TB) bool {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(maps, []byte(" [vdso]\n"))
 }
