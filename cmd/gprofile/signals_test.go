@@ -108,7 +108,7 @@ func TestFullDisk(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "gprofile-test", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+		testutil.Skipf(t, "cannot mount a tmpfs: %v %s", err, out) // mount(8), not gprofile, failed
 	}
 	defer exec.Command("umount", dir).Run()
 	path := filepath.Join(dir, "p.folded")
