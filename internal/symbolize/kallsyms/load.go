@@ -140,7 +140,8 @@ func (k *Table) LoadModules(path string) error {
 }
 
 // ParseModuleLine parses one /proc/modules line into the module's name
-// and extent.
+// and extent; ok is false for a malformed line, a zero address
+// (kptr_restrict) or an extent past the end of the address space.
 func ParseModuleLine(line string) (name string, r AddrRange, ok bool) {
 	f := strings.Fields(line)
 	if len(f) < 6 {
@@ -148,7 +149,7 @@ func ParseModuleLine(line string) (name string, r AddrRange, ok bool) {
 	}
 	size, err1 := strconv.ParseUint(f[1], 10, 64)
 	addr, err2 := strconv.ParseUint(strings.TrimPrefix(f[5], "0x"), 16, 64)
-	if err1 != nil || err2 != nil || addr == 0 {
+	if err1 != nil || err2 != nil || addr == 0 || addr+size < addr { // no extent that wraps
 		return "", AddrRange{}, false
 	}
 	return f[0], AddrRange{addr, addr + size}, true
