@@ -59,7 +59,8 @@ check-layers:
 	@GO=$(GO) scripts/check-layers.sh
 
 # Side-by-side benchmark with perf, bpftrace and BCC (bench/setup.sh installs
-# them); writes bench/results/DATE.md. About 13 minutes on 2 CPUs.
+# them); writes bench/results/DATE.md. 8-10 minutes on a quiet 2-CPU
+# machine, up to 16 when other jobs hold the CPUs (BENCHMARKS.md).
 bench: build
 	$(SUDO) bench/run.sh
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh: gprofile side by side with perf, bpftrace and BCC on a
 # CPU-bound workload. Run as root from anywhere (make bench builds gprofile
-# first); bench/setup.sh installs the other profilers. Takes about 13
-# minutes on 2 CPUs with the defaults. Writes bench/results/DATE.md (and
+# first); bench/setup.sh installs the other profilers. Takes 8-10
+# minutes on a quiet 2-CPU machine with the defaults, up to 16 when other
+# jobs hold the CPUs (BENCHMARKS.md). Writes bench/results/DATE.md (and
 # DATE.csv with every run) and prints the markdown.
 #
 # Environment (defaults in brackets):

@@ -222,9 +222,7 @@ func TestHoldKernelBTF(t *testing.T) {
 // BenchmarkOpenIter measures OpenIter and the read of
 // its stream, with kernel BTF decoded once (warm) and per load (cold).
 func BenchmarkOpenIter(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("skipping: needs root")
-	}
+	testutil.RequirePrivileges(b)
 	load := func(b *testing.B) {
 		r, err := OpenIter()
 		if err != nil {
