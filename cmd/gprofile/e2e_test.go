@@ -257,3 +257,16 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestSymUnnamed: the folded forms of a frame gprofile could not name,
+// which the end-to-end tests reject, and named ones they accept.
+func TestSymUnnamed(t *testing.T) {
+	for f, want := range map[string]bool{
+		"[unknown]": true, "[libc.so.6+0x29d90]": true, "[vdso+0x9d0]": true, "0x7f0012345678": true,
+		"[unknown]_[k]": true, "main": false, "chain_c": false, "vfs_write_[k]": false, "[libc.so.6]": false,
+	} {
+		if symUnnamed(f) != want {
+			t.Errorf("symUnnamed(%q) = %v, want %v", f, !want, want)
+		}
+	}
+}
