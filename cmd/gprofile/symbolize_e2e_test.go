@@ -342,9 +342,9 @@ func symChildrenCPU(t *testing.T, stderr []byte) time.Duration {
 	sum := func(m []string) time.Duration {
 		var d time.Duration
 		for _, i := range []int{1, 3} {
-			min, _ := strconv.Atoi(m[i])
+			mins, _ := strconv.Atoi(m[i])
 			sec, _ := strconv.ParseFloat(m[i+1], 64)
-			d += time.Duration(min)*time.Minute + time.Duration(sec*float64(time.Second))
+			d += time.Duration(mins)*time.Minute + time.Duration(sec*float64(time.Second))
 		}
 		return d
 	}
