@@ -18,36 +18,56 @@ import (
 
 // options are the parsed command line.
 type options struct {
-	freqHz    uint64
-	duration  time.Duration // 0: until Ctrl-C
-	pids      []uint32
-	tids      []uint32
-	cpus      string // -C list, "" for every online CPU
-	event     string // -e name, "" for cycles falling back to cpu-clock
-	period    uint64 // -c, 0 for frequency mode
-	cgroup    string
-	list      bool
-	command   []string // after --: the command to start and profile
-	output    string   // "-" is stdout
-	folded    bool
-	swEvent   bool
-	idle      bool
-	verbose   bool
-	ringSize  int      // --ring-size bytes, 0 for automatic
-	format    string   // one of formats, from --format, -E or -o
-	labels    []string // pprof labels (--labels)
-	quiet     bool
-	perPID    bool          // folded: comm-PID
-	perTID    bool          // folded: comm-PID/TID
-	fullName  bool          // folded: keep C++ parameter lists
-	self      bool          // sample gprofile itself too
-	cacheDir  string        // --cache-dir: inflated DWARF sections by build ID, "" for none
-	callGraph callGraphFlag // --call-graph fp|dwarf[,SIZE]
-	freqSet   bool          // -f given explicitly
-	args      []string      // the command line, for the profile's comments
+	freqHz     uint64
+	duration   time.Duration // 0: until Ctrl-C
+	pids       []uint32
+	tids       []uint32
+	cpus       string // -C list, "" for every online CPU
+	event      string // -e name, "" for cycles falling back to cpu-clock
+	period     uint64 // -c, 0 for frequency mode
+	cgroup     string
+	list       bool
+	command    []string // after --: the command to start and profile
+	output     string   // "-" is stdout
+	folded     bool
+	swEvent    bool
+	idle       bool
+	verbose    bool
+	ringSize   int      // --ring-size bytes, 0 for automatic
+	format     string   // one of formats, from --format, -E or -o
+	labels     []string // pprof labels (--labels)
+	quiet      bool
+	perPID     bool          // folded: comm-PID
+	perTID     bool          // folded: comm-PID/TID
+	fullName   bool          // folded: keep C++ parameter lists
+	self       bool          // sample gprofile itself too
+	cacheDir   string        // --cache-dir: inflated DWARF sections by build ID, "" for none
+	writeEmpty bool          // --write-empty: write a profile of 0 samples over the previous one
+	callGraph  callGraphFlag // --call-graph fp|dwarf[,SIZE]
+	freqSet    bool          // -f given explicitly
+	args       []string      // the command line, for the profile's comments
 }
 
-var errHelp = errors.New("help requested")
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version printed")
+)
+
+// usageError is a bad command line found after parsing (an event, CPU,
+// pid or frequency the machine does not have): main exits 2 for it, as
+// for a bad flag.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// badUsage marks err (when not nil) as a usage error.
+func badUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
 
 const usageText = `gprofile: sample CPU stacks of the whole system or of some processes with eBPF.
 
@@ -55,6 +75,7 @@ Usage:
   gprofile [flags]                 whole system (or -p, -t, --cgroup)
   gprofile [flags] -- CMD ARGS...  start CMD and profile it and its children
   gprofile view FILE [--http ADDR] pprof's web UI for a profile
+  gprofile check [-p PID]          what this machine (and PID's binaries) lack for a complete profile
 
 Examples:
   sudo gprofile -f 99 -d 10              whole system for 10 s, writes gprofile.pb.gz
@@ -66,7 +87,7 @@ Examples:
   go tool pprof -top gprofile.pb.gz      top functions
   go tool pprof -http=:8080 gprofile.pb.gz   flame graph in the browser
   flamegraph.pl folded.txt > flame.svg   flame graph from folded stacks
-  sudo gprofile -E -- make -j2 > make.folded   a command and everything it forks
+  sudo gprofile -E -o make.folded -- make -j2   a command and everything it forks
   sudo gprofile -t 4321 -d 5             one thread
   sudo gprofile --cgroup system.slice/nginx.service -d 10
   sudo gprofile -e sched:sched_switch -d 5 -E   where tasks block (every switch)
@@ -79,15 +100,15 @@ Flags:
 func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	o := &options{args: append([]string{"gprofile"}, argv...)}
 	fs := flag.NewFlagSet("gprofile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		printFlags(stderr, fs)
-	}
+	// A bad flag is one line (main adds the pointer to -h); only -h
+	// prints the help.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.Uint64Var(&o.freqHz, "f", 99, "sampling `frequency` in Hz on each CPU")
+	fs.Uint64Var(&o.freqHz, "F", 99, "same as -f (perf's spelling)")
 	fs.Var((*durationFlag)(&o.duration), "d", "profile for this `duration` (10, 10s, 1m30s); default: until Ctrl-C")
-	fs.Var((*pidsFlag)(&o.pids), "p", "profile only these `pids` (comma-separated) and the processes they fork")
-	fs.Var((*pidsFlag)(&o.tids), "t", "profile only these thread `tids` (comma-separated)")
+	fs.Var(&idsFlag{&o.pids, "pid"}, "p", "profile only these `pids` (comma-separated) and the processes they fork")
+	fs.Var(&idsFlag{&o.tids, "tid"}, "t", "profile only these thread `tids` (comma-separated)")
 	fs.StringVar(&o.cpus, "C", "", "sample only on these `cpus` (0,2-3); default every online CPU")
 	fs.StringVar(&o.event, "e", "", "sample on this `event` (cpu-clock, cycles, page-faults, sched:sched_switch; see -l)")
 	fs.Uint64Var(&o.period, "c", 0, "sample every `count` events instead of at -f Hz (tracepoints: default 1, every hit)")
@@ -101,7 +122,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.fullName, "full-names", false, "folded: keep C++ parameter lists in function names")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: no status line, top table or summary on stderr")
 	fs.BoolVar(&o.list, "l", false, "list the events available on this machine and exit")
-	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E")
+	fs.StringVar(&o.output, "o", "", "write the profile to `file` (- for stdout); default gprofile.pb.gz, or stdout with -E (with -- CMD: gprofile.folded)")
 	fs.BoolVar(&o.folded, "E", false, "write folded stacks (comm;root;...;leaf count) instead of pprof")
 	fs.BoolVar(&o.swEvent, "sw-event", false, "sample the software cpu-clock event instead of hardware cycles")
 	fs.BoolVar(&o.idle, "idle", false, "include samples of the idle task (pid 0)")
@@ -110,13 +131,36 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	o.callGraph = callGraphFlag{mode: attach.CallGraphDWARF}
 	fs.Var(&o.callGraph, "call-graph", "how user stacks are taken: `mode` dwarf[,SIZE] (registers and up to SIZE bytes of stack, unwound with .eh_frame: whole stacks without frame pointers; SIZE default 32768, at most 65536) or fp (frame pointers, walked in BPF)")
 	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections in `dir`, by build ID, so the next run reads them (at most 256 MiB; '' for none)")
+	fs.BoolVar(&o.writeEmpty, "write-empty", false, "write the profile even when nothing was sampled (by default a run of 0 samples keeps the previous file)")
+	allCPUs := fs.Bool("a", false, "accepted for perf's -a: every CPU is sampled unless -p, -t, --cgroup or -- CMD narrow it")
+	graph := fs.Bool("g", false, "accepted for perf's -g: call stacks are always recorded (--call-graph says how)")
+	version := fs.Bool("version", false, "print gprofile's version and exit")
 	err := fs.Parse(argv)
-	fs.Visit(func(f *flag.Flag) { o.freqSet = o.freqSet || f.Name == "f" })
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.freqSet = set["f"] || set["F"]
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stderr, usageText)
+		printFlags(stderr, fs)
+		return nil, errHelp
+	case err != nil:
 		return nil, err
+	case *version:
+		fmt.Fprintln(stderr, versionLine())
+		return nil, errVersion
+	}
+	if *allCPUs && !o.quiet {
+		fmt.Fprintln(stderr, "gprofile: -a is the default: every CPU is sampled unless -p, -t, --cgroup or -- CMD narrow it")
+	}
+	if *graph && !o.quiet {
+		fmt.Fprintln(stderr, "gprofile: -g is the default: call stacks are always recorded (--call-graph fp|dwarf says how)")
+	}
+	if set["c"] && o.period == 0 {
+		return nil, errors.New("-c 0: the count must be at least 1 (sample every N events)")
+	}
+	if set["ring-size"] && (o.ringSize < os.Getpagesize() || o.ringSize&(o.ringSize-1) != 0) {
+		return nil, fmt.Errorf("--ring-size %d: want a power of two of at least %d bytes (the page size)", o.ringSize, os.Getpagesize())
 	}
 	if fs.NArg() > 0 {
 		if !slices.Contains(argv, "--") {
@@ -127,13 +171,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	if o.output == "" {
-		o.output = "gprofile.pb.gz"
-		if o.folded || *formatFlag == formatFolded || *formatFlag == formatText || *formatFlag == formatJSON {
-			o.output = "-"
-		}
-	}
-	if o.format, err = formatOf(*formatFlag, o.folded, o.output); err != nil {
+	if err := o.pickOutput(*formatFlag, set["o"]); err != nil {
 		return nil, err
 	}
 	o.folded = o.format == formatFolded
@@ -218,18 +256,27 @@ func (c *callGraphFlag) Set(s string) error {
 	return nil
 }
 
-// pidsFlag accepts comma-separated pids and may be repeated.
-type pidsFlag []uint32
+// idsFlag accepts comma-separated process or thread ids (kind "pid" or
+// "tid", for the errors) and may be repeated.
+type idsFlag struct {
+	ids  *[]uint32
+	kind string
+}
 
-func (p *pidsFlag) String() string { return fmt.Sprint(*p) }
+func (p *idsFlag) String() string {
+	if p.ids == nil {
+		return "[]"
+	}
+	return fmt.Sprint(*p.ids)
+}
 
-func (p *pidsFlag) Set(s string) error {
+func (p *idsFlag) Set(s string) error {
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
 		if err != nil || v == 0 {
-			return fmt.Errorf("bad pid %q", f)
+			return fmt.Errorf("bad %s %q", p.kind, f)
 		}
-		*p = append(*p, uint32(v))
+		*p.ids = append(*p.ids, uint32(v))
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 )
 
 func main() {
@@ -25,13 +27,11 @@ func main() {
 	}
 	startGCTuning() // until gprofile exits
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, errHelp) || errors.Is(err, errVersion) {
 		os.Exit(0)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
-		fmt.Fprintln(os.Stderr, "run 'gprofile -h' for usage")
-		os.Exit(2)
+		usageExit(err)
 	}
 	stopDev := startDevProfiles()
 	code, err := run(opts)
@@ -41,11 +41,49 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
 		os.Exit(127)
 	}
+	if errors.As(err, new(usageError)) {
+		usageExit(err)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(code)
+}
+
+// usageExit prints a usage error in one line, with a pointer to -h, and
+// exits 2.
+func usageExit(err error) {
+	fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
+	fmt.Fprintln(os.Stderr, "run 'gprofile -h' for usage")
+	os.Exit(2)
+}
+
+// versionLine is what --version prints: the module version, the commit
+// and its time (from the build's VCS stamp, with "+dirty" for a modified
+// tree) and the Go version.
+func versionLine() string {
+	v, rev, when, dirty := "(devel)", "", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	line := "gprofile " + v
+	if rev != "" {
+		line += fmt.Sprintf(" (commit %.12s%s, %s)", rev, dirty, when)
+	}
+	return line + ", " + runtime.Version()
 }
 
 // viewMain runs "gprofile view" and exits.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"slices"
@@ -142,6 +143,9 @@ func sampleConfig(o *options) (attach.Config, error) {
 	}
 	if o.event != "" {
 		ev, err := attach.ParseEvent(o.event)
+		if errors.Is(err, attach.ErrUnknownEvent) {
+			err = badUsage(err)
+		}
 		if err != nil {
 			return cfg, err
 		}
@@ -149,24 +153,27 @@ func sampleConfig(o *options) (attach.Config, error) {
 	}
 	if o.period == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
 		if err := attach.CheckFrequency(o.freqHz); err != nil {
-			return cfg, err
+			return cfg, badUsage(err)
 		}
 	}
 	var err error
 	if cfg.CPUs, err = selectCPUs(o.cpus); err != nil {
-		return cfg, err
+		return cfg, badUsage(err)
 	}
 	if cfg.PIDs, err = tgids(o.pids); err != nil {
-		return cfg, err
+		return cfg, badUsage(fmt.Errorf("-p: %w", err))
 	}
 	for _, tid := range o.tids {
 		if _, err := attach.ProcessTgid(tid); err != nil {
-			return cfg, err
+			return cfg, badUsage(fmt.Errorf("-t: tid %d: no such thread", tid))
 		}
 	}
 	cfg.TIDs = o.tids
 	if o.cgroup != "" {
 		if cfg.Cgroup, err = attach.OpenCgroup(o.cgroup); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				err = badUsage(err)
+			}
 			return cfg, err
 		}
 	}

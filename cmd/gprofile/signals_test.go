@@ -111,7 +111,7 @@ func TestFullDisk(t *testing.T) {
 		testutil.Skipf(t, "cannot mount a tmpfs: %v %s", err, out) // mount(8), not gprofile, failed
 	}
 	defer exec.Command("umount", dir).Run()
-	path := filepath.Join(dir, "p.folded")
+	path := filepath.Join(dir, "p.txt")
 	if err := os.WriteFile(path, []byte("previous 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -118,9 +118,14 @@ func symTopLines(folded []byte, comm string, n int) string {
 // stacks; it fails t unless gprofile exits 0.
 func symProfileCommand(t *testing.T, argv ...string) []byte {
 	t.Helper()
-	out, _, code := runGprofile(t, append([]string{"-E", "-f", "999", "--"}, argv...)...)
+	path := filepath.Join(t.TempDir(), "cmd.folded") // stdout is the command's
+	_, _, code := runGprofile(t, append([]string{"-E", "-f", "999", "-o", path, "--"}, argv...)...)
 	if code != 0 {
 		t.Fatalf("gprofile -- %v: exit %d", argv, code)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
