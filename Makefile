@@ -5,6 +5,7 @@ GO      ?= go
 BIN     := bin/gprofile
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROFILE ?= gprofile.pb.gz
+RUN_SECONDS ?= 10
 
 FUZZTIME     ?= 30s
 SOAK_SECONDS ?= 600
@@ -16,9 +17,10 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/gprofile
 
+# gprofile prints the top functions itself (go tool pprof -top $(PROFILE)
+# shows more).
 run: build
-	$(SUDO) $(BIN) -f 99 -d 10 -o $(PROFILE)
-	$(GO) tool pprof -top $(PROFILE) | head -30
+	$(SUDO) $(BIN) -f 99 -d $(RUN_SECONDS) -o $(PROFILE)
 
 # Privileged tests need root; with GPROFILE_REQUIRE_PRIV=1 (CI) they fail
 # instead of skipping. -p 1: some tests change machine-wide settings

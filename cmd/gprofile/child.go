@@ -80,6 +80,16 @@ func (c *child) start() error {
 	return err
 }
 
+// exited reports whether the command has exited (it is watched).
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // wait waits for the command to exit and returns cmd.Wait's error.
 func (c *child) wait() error {
 	<-c.done

@@ -23,10 +23,15 @@ var (
 	buildErr  error
 )
 
-// buildGprofile builds the command once per test run into a temp dir.
+// buildGprofile builds the command once per test run into a temp dir;
+// GPROFILE_TEST_BIN, when set, names a binary to test instead (an older
+// build, to see a test fail without a fix).
 func buildGprofile(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if gprofile = os.Getenv("GPROFILE_TEST_BIN"); gprofile != "" {
+			return
+		}
 		dir, err := os.MkdirTemp("", "gprofile-test-")
 		if err != nil {
 			buildErr = err

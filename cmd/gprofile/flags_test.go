@@ -166,7 +166,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"-p", "999999999"}, {"-t", "999999999"}, {"--cgroup", "no/such/cgroup"},
 		{"-f", "100000000"}, {"--ring-size", "12345"},
 	} {
-		_, stderr, code := runGprofile(t, argv...)
+		// -d 1: a flag that is wrongly accepted does not hang the test.
+		_, stderr, code := runGprofile(t, append(argv, "-d", "1")...)
 		lines := strings.Split(strings.TrimSpace(string(stderr)), "\n")
 		if code != 2 || len(lines) != 2 || lines[1] != "run 'gprofile -h' for usage" {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with the pointer to -h", argv, code, stderr)

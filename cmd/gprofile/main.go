@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"syscall"
 )
 
 func main() {
@@ -26,6 +28,11 @@ func main() {
 		viewMain(os.Args[2:])
 	}
 	startGCTuning() // until gprofile exits
+	// A write to a closed pipe returns EPIPE instead of killing gprofile
+	// (Go's default for stdout), so that it can stop and say so, the same
+	// for every format; the command of -- CMD gets the default back at
+	// its exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, errHelp) || errors.Is(err, errVersion) {
 		os.Exit(0)
@@ -43,6 +50,10 @@ func main() {
 	}
 	if errors.As(err, new(usageError)) {
 		usageExit(err)
+	}
+	if errors.Is(err, errInterrupted) {
+		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)
+		os.Exit(130)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gprofile: %v\n", err)

@@ -40,6 +40,7 @@ func run(o *options) (int, error) {
 		return 1, err
 	}
 	defer out.abort()
+	defer out.watchReader()()
 	var kid *child
 	if o.command != nil {
 		if kid, err = startChild(o.command); err != nil {
@@ -60,6 +61,9 @@ func run(o *options) (int, error) {
 		return 1, err
 	}
 	defer rec.Close()
+	if o.verbose {
+		fmt.Fprintln(os.Stderr, "gprofile: sampling started")
+	}
 	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
 	if !o.quiet {
@@ -72,20 +76,32 @@ func run(o *options) (int, error) {
 			return 1, err
 		}
 	}
+	if o.pids != nil {
+		var targetsGone context.CancelFunc
+		ctx, targetsGone = context.WithCancel(ctx)
+		defer targetsGone()
+		go stopWhenTargetsExit(ctx, rec, o.quiet, targetsGone)
+	}
 	st := startStatus(o, rec)
 	res, err := rec.Run(ctx)
 	st.stop()
 	if err != nil {
 		return 1, err
 	}
-	if err := writeProfile(o, out, bw, &res); err != nil {
+	err = writeProfile(o, out, bw, &res)
+	if err != nil && !errors.Is(err, errReaderGone) {
 		return 1, err
 	}
+	if !o.quiet || res.Samples == 0 || err != nil {
+		summarize(os.Stderr, o, out, &res)
+	}
 	if !o.quiet {
-		summarize(os.Stderr, o, &res)
 		for _, note := range res.SymbolNotes {
 			fmt.Fprintf(os.Stderr, "gprofile: %s\n", note)
 		}
+	}
+	if err != nil {
+		return 141, nil // as a process killed by SIGPIPE, which scripts know
 	}
 	if kid != nil {
 		return exitCode(kid.wait()), nil
@@ -214,11 +230,9 @@ func tgids(pids []uint32) ([]uint32, error) {
 	return out, nil
 }
 
-// stopContext is done when the duration passes, at SIGINT/SIGTERM, or
-// when the command (kid, if not nil) exits. With a command, SIGINT is left
-// to the command (the terminal sends it to both) and SIGTERM is passed on
-// to it; profiling ends when it exits. A second SIGINT aborts at once,
-// removing the unfinished output.
+// stopContext is done when the duration passes, at SIGINT/SIGTERM (see
+// handleSignals), when the command (kid, if not nil) exits, or when the
+// reader of the output went away.
 func stopContext(d time.Duration, out *outFile, kid *child) (context.Context, context.CancelFunc) {
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -230,22 +244,14 @@ func stopContext(d time.Duration, out *outFile, kid *child) (context.Context, co
 	if kid != nil {
 		kid.watch(cancel)
 	}
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		n := 0
-		for sig := range sigs {
-			if n++; n == 1 {
-				if kid == nil {
-					cancel()
-				} else if sig == syscall.SIGTERM {
-					kid.cmd.Process.Signal(sig)
-				}
-				continue
-			}
-			out.abort()
-			fmt.Fprintln(os.Stderr, "gprofile: interrupted twice, nothing written")
-			os.Exit(130)
+	go handleSignals(sigs, cancel, out, kid)
+	go func() { // nobody reads the output any more: stop
+		select {
+		case <-out.gone:
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
 	return ctx, func() { cancel(); signal.Stop(sigs); close(sigs) }
@@ -269,13 +275,19 @@ func writeProfile(o *options, out *outFile, bw *bufio.Writer, res *recorder.Resu
 	if err == nil {
 		err = bw.Flush()
 	}
-	if isBrokenPipe(err) {
-		return nil
+	if isBrokenPipe(err) || out.isGone() {
+		return errReaderGone
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", o.output, err)
+		return writeError(o.output, res.Samples, err)
 	}
-	return out.commit()
+	if res.Samples == 0 && !o.writeEmpty && out.keepPrevious() {
+		return nil
+	}
+	if err := out.commit(); err != nil {
+		return writeError(o.output, res.Samples, err)
+	}
+	return nil
 }
 
 // pprofMeta describes the run for the pprof profile: the value type and
@@ -296,6 +308,10 @@ func pprofMeta(o *options, res *recorder.Result) output.Meta {
 	}
 	return m
 }
+
+// errReaderGone: the reader of stdout (or of a FIFO) went away before the
+// profile was written whole.
+var errReaderGone = errors.New("the reader of the output went away")
 
 func isBrokenPipe(err error) bool {
 	return err != nil && errors.Is(err, syscall.EPIPE)
@@ -336,13 +352,18 @@ func rate(o *options, ev attach.Event) string {
 
 // summarize prints the top table, the end-of-run line (and a second one about unnamed
 // frames, when there are any).
-func summarize(w io.Writer, o *options, res *recorder.Result) {
-	if o.output != "-" {
+func summarize(w io.Writer, o *options, out *outFile, res *recorder.Result) {
+	if o.output != "-" && res.Samples > 0 && !o.quiet {
 		output.WriteTop(w, res.Aggregate, 10)
 	}
 	where := "to stdout"
 	view := ""
-	if o.output != "-" {
+	switch {
+	case out.isGone():
+		where = "nowhere: the reader of the output went away (broken pipe)"
+	case out.kept:
+		where = "nowhere: " + o.output + " keeps the previous profile (--write-empty writes an empty one)"
+	case o.output != "-":
 		where = "to " + o.output
 		switch o.format {
 		case formatPprof:
@@ -353,6 +374,9 @@ func summarize(w io.Writer, o *options, res *recorder.Result) {
 	}
 	if missed := res.MissedCPUs; len(missed) > 0 {
 		fmt.Fprintf(w, "gprofile: cpus %v came online during the run and were not sampled\n", missed)
+	}
+	if res.Samples == 0 {
+		fmt.Fprintf(w, "gprofile: 0 samples: nothing was sampled in %.1f s (did the targets run? see gprofile check)\n", res.Elapsed.Seconds())
 	}
 	fmt.Fprintf(w, "gprofile: %d samples (%d lost) in %.1f s on %d CPUs (%s) written %s%s\n",
 		res.Samples, res.Counters.Lost, res.Elapsed.Seconds(), len(res.CPUs), res.Event.Name, where, view)

@@ -5,105 +5,136 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
 	"github.com/gprofile/gprofile/internal/testutil"
 )
 
-// startProfiling starts gprofile with args (no -d) and waits until it
-// samples (its stderr would be empty before that; one second is plenty).
-func startProfiling(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
-	t.Helper()
-	cmd := exec.Command(buildGprofile(t), args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+// TestInterruptsWindow: a repeat of the first signal within
+// repeatWindow is the same interrupt; a later one aborts.
+func TestInterruptsWindow(t *testing.T) {
+	var in interrupts
+	t0 := time.Now()
+	for _, c := range []struct {
+		after time.Duration
+		abort bool
+	}{{0, false}, {10 * time.Microsecond, false}, {repeatWindow - time.Millisecond, false}, {repeatWindow, true}, {5 * time.Second, true}} {
+		if got := in.abort(t0.Add(c.after)); got != c.abort {
+			t.Errorf("signal %v after the first: abort %v, want %v", c.after, got, c.abort)
+		}
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(time.Second)
-	return cmd, &stderr
 }
 
-// TestSignalWritesProfile: SIGINT and SIGTERM stop sampling and write
-// everything gathered.
+// summaryLine returns the sample count and duration of gprofile's
+// summary line ("gprofile: N samples (L lost) in S s ...").
+func summaryLine(t *testing.T, stderr string) (int64, time.Duration) {
+	t.Helper()
+	m := regexp.MustCompile(`gprofile: (\d+) samples \(\d+ lost\) in ([\d.]+) s`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no summary line in:\n%s", stderr)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	secs, _ := strconv.ParseFloat(m[2], 64)
+	return n, time.Duration(secs * float64(time.Second))
+}
+
+// TestSignalWritesProfile: SIGINT and SIGTERM, sent once sampling runs,
+// stop it and write everything gathered: the profile holds as many
+// samples as the summary says, and the chain workload's share matches the
+// CPU it got meanwhile.
 func TestSignalWritesProfile(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	startChain(t, 20)
+	chain, _ := startChain(t, 30)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		path := filepath.Join(t.TempDir(), "sig.pb.gz")
-		cmd, stderr := startProfiling(t, "-f", "499", "-o", path)
-		cmd.Process.Signal(sig)
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("%v: %v\n%s", sig, err, stderr)
-		}
-		f, err := os.Open(path)
+		t.Run(sig.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sig.pb.gz")
+			p := startGprofile(t, nil, "-v", "-f", "499", "-o", path)
+			p.waitFor("gprofile: sampling started", 30*time.Second)
+			meter := testutil.StartCPU(t, strconv.Itoa(chain.Process.Pid))
+			time.Sleep(time.Second) // the window sampled, not a synchronisation
+			p.cmd.Process.Signal(sig)
+			if code := p.wait(60 * time.Second); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, p.said())
+			}
+			total, elapsed := summaryLine(t, p.said())
+			prof := parseProfile(t, path)
+			var written, chainSamples int64
+			for _, s := range prof.Sample {
+				written += s.Value[0]
+				if comm := s.Label["comm"]; len(comm) > 0 && comm[0] == "chain" {
+					chainSamples += s.Value[0]
+				}
+			}
+			if written != total {
+				t.Errorf("%d samples written, the summary says %d", written, total)
+			}
+			want := meter.ExpectedSamples(499, elapsed)
+			if float64(chainSamples) < want*0.6 || float64(chainSamples) > want*1.4+20 {
+				t.Errorf("%d samples of the chain in %v, want about %.0f (its CPU share at 499 Hz)", chainSamples, elapsed, want)
+			}
+		})
+	}
+}
+
+// TestTimeoutInterrupt: GNU timeout -s INT signals gprofile and then its
+// process group: two SIGINTs microseconds apart are one interrupt, and
+// the profile is written.
+func TestTimeoutInterrupt(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	timeout := testutil.RequireTool(t, "timeout")
+	startChain(t, 30)
+	for i := range 3 { // the two signals race: several tries
+		path := filepath.Join(t.TempDir(), "t.pb.gz")
+		cmd := exec.Command(timeout, "-s", "INT", "--preserve-status", "2", buildGprofile(t), "-f", "499", "-o", path)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("try %d: timeout -s INT 2 gprofile: %v\n%s", i, err, out)
 		}
-		p, err := profile.Parse(f)
-		f.Close()
-		if err != nil || len(p.Sample) == 0 {
-			t.Errorf("%v: profile %v with %d samples", sig, err, len(p.Sample))
+		if total, _ := summaryLine(t, string(out)); total == 0 || len(parseProfile(t, path).Sample) == 0 {
+			t.Errorf("try %d: %d samples in the summary; profile:\n%s", i, total, out)
 		}
 	}
 }
 
-// TestDoubleInterrupt: a second SIGINT aborts at once. Whichever wins the
-// race, there is never a partial or temporary file: either exit 130 and
-// no file, or exit 0 and a complete profile.
+// TestDoubleInterrupt: a second SIGINT, a second after the first was
+// acted on, aborts: exit 130, no file (nor temporary file), and the
+// command is ended. The command ignores SIGINT, so the first leaves
+// gprofile waiting for it (and saying so).
 func TestDoubleInterrupt(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	startChain(t, 20)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "twice.pb.gz")
-	cmd, stderr := startProfiling(t, "-f", "999", "-o", path)
-	cmd.Process.Signal(syscall.SIGINT)
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	entries, _ := os.ReadDir(dir)
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 130 {
-		if len(entries) != 0 {
-			t.Errorf("aborted, but left %v", entries)
+	script := `trap "" INT; echo ready; while :; do sleep 0.05; done`
+	p := startGprofile(t, func(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }, "-v", "-o", path, "--", "sh", "-c", script)
+	p.waitFor("gprofile: sampling started", 30*time.Second)
+	p.cmd.Process.Signal(syscall.SIGINT)
+	p.waitFor("waiting for the command", 10*time.Second)
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(10 * time.Second); code != 130 {
+		t.Fatalf("exit %d, want 130:\n%s", code, p.said())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("aborted, but left %v", entries)
+	}
+	pgid := p.cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(-pgid, 0) == nil { // the command, in gprofile's group
+		if time.Now().After(deadline) {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			t.Fatal("the command still runs 10 s after gprofile aborted")
 		}
-		t.Log("the second SIGINT aborted the run")
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
-	}
-	if len(entries) != 1 {
-		t.Errorf("finished, but the directory holds %v", entries)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Error(err)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// TestClosedStdout: `gprofile -E | head -1` ends quietly with 0 or 141.
-func TestClosedStdout(t *testing.T) {
-	testutil.RequirePrivileges(t)
-	startChain(t, 20)
-	bash := testutil.RequireTool(t, "bash") // for PIPESTATUS
-	pipe := buildGprofile(t) + ` -E -d 1 -f 999 | head -c 1 >/dev/null; echo "status=${PIPESTATUS[0]}"`
-	out, err := exec.Command(bash, "-c", pipe).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "status=0") && !strings.Contains(string(out), "status=141") {
-		t.Errorf("gprofile in a closed pipe: %s", out)
-	}
-	if strings.Contains(string(out), "panic") || strings.Contains(string(out), "goroutine ") {
-		t.Errorf("Go panic on a closed stdout:\n%s", out)
-	}
-}
-
-// TestFullDisk writes to a tiny tmpfs: the error says so and the previous
-// profile is untouched, with no temporary file left behind.
+// TestFullDisk writes to a tiny tmpfs: the error says so, that the
+// samples are lost and where else to write, and the previous profile is
+// untouched, with no temporary file left behind.
 func TestFullDisk(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	dir := t.TempDir()
@@ -120,8 +151,9 @@ func TestFullDisk(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "filler"), filler, 0o644)
 	startChain(t, 20)
 	_, stderr, code := runGprofile(t, "-d", "1", "-f", "999", "-o", path, "--labels", "pid,tid,comm,cpu", "--format", "text")
-	if code != 1 || !strings.Contains(string(stderr), "no space left on device") {
-		t.Errorf("exit %d, stderr %q; want 1 and 'no space left on device'", code, stderr)
+	if code != 1 || !strings.Contains(string(stderr), "no space left on device: the ") ||
+		!strings.Contains(string(stderr), "samples of this run are lost; write to ") || !strings.Contains(string(stderr), "-o ") {
+		t.Errorf("exit %d, stderr %q; want 1, 'no space left on device', the samples lost and where else to write", code, stderr)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "previous 1\n" {
 		t.Errorf("previous profile changed to %q", b)

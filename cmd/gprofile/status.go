@@ -11,7 +11,9 @@ import (
 
 // status keeps one live line on stderr while recording: elapsed time (of
 // the duration), samples, samples lost and CPUs. It shows only when
-// stderr is a terminal and -q is not given.
+// stderr is a terminal, -q is not given and there is no command (-- CMD):
+// a command writes to the same terminal, and the line would cut into its
+// output.
 type status struct {
 	done   chan struct{}
 	exited chan struct{}
@@ -20,7 +22,7 @@ type status struct {
 // startStatus starts the status line, or returns an inert status.
 func startStatus(o *options, rec *recorder.Recorder) *status {
 	st := &status{}
-	if o.quiet || !isTerminal(os.Stderr) {
+	if !statusWanted(o, isTerminal(os.Stderr)) {
 		return st
 	}
 	st.done, st.exited = make(chan struct{}), make(chan struct{})
@@ -65,4 +67,10 @@ func (st *status) loop(o *options, rec *recorder.Recorder) {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// statusWanted reports whether the status line shows, stderr being a
+// terminal or not (see status).
+func statusWanted(o *options, stderrTerminal bool) bool {
+	return stderrTerminal && !o.quiet && o.command == nil
 }

@@ -121,8 +121,17 @@ func parseViewArgs(args []string, stderr io.Writer) (*viewOptions, error) {
 	if _, _, err := net.SplitHostPort(o.http); err != nil {
 		return nil, fmt.Errorf("bad --http address %q (want host:port or :port); %w", o.http, errViewUsage)
 	}
+	if !o.noBrowser && viewGetenv("DISPLAY") == "" && viewGetenv("WAYLAND_DISPLAY") == "" {
+		// A browser started here would fail (Chromium as root prints a
+		// sandbox error); pprof prints the URL to open elsewhere.
+		o.noBrowser = true
+		fmt.Fprintln(stderr, "gprofile view: no DISPLAY or WAYLAND_DISPLAY, so no browser: open the URL below (over ssh: ssh -L 8080:localhost:8080 HOST)")
+	}
 	return o, nil
 }
+
+// viewGetenv reads the environment for serveView (a variable for tests).
+var viewGetenv = os.Getenv
 
 // readProfile reads and parses a pprof profile (gzipped or not).
 func readProfile(file string) (*profile.Profile, error) {

@@ -204,3 +204,25 @@ func TestViewArgsAfterFile(t *testing.T) {
 		t.Errorf("got %+v", o)
 	}
 }
+
+// TestViewNoDisplay: without DISPLAY and WAYLAND_DISPLAY no browser is
+// started (as root Chromium would print a sandbox error); the URL is
+// printed instead. With a display, the browser is left on.
+func TestViewNoDisplay(t *testing.T) {
+	saved := viewGetenv
+	defer func() { viewGetenv = saved }()
+	env := map[string]string{}
+	viewGetenv = func(k string) string { return env[k] }
+	var stderr bytes.Buffer
+	o, err := parseViewArgs([]string{"p.pb.gz"}, &stderr)
+	if err != nil || !o.noBrowser || !strings.Contains(stderr.String(), "no DISPLAY or WAYLAND_DISPLAY, so no browser") {
+		t.Errorf("no display: %+v, %v, said %q; want no browser and a note", o, err, stderr.String())
+	}
+	for _, k := range []string{"DISPLAY", "WAYLAND_DISPLAY"} {
+		env = map[string]string{k: ":0"}
+		stderr.Reset()
+		if o, err := parseViewArgs([]string{"p.pb.gz"}, &stderr); err != nil || o.noBrowser || stderr.Len() != 0 {
+			t.Errorf("%s set: %+v, %v, said %q; want the browser", k, o, err, stderr.String())
+		}
+	}
+}

@@ -42,7 +42,9 @@ func (s *Sampler) openEvents() error {
 		attr := s.attr()
 		fd, err := openPerfEvent(attr, cpu)
 		if err != nil && i == 0 && fallback && noPMU(err) {
-			s.logf("gprofile: no hardware cycles event here (%v); sampling the software cpu-clock event\n", err)
+			// The summary names the event sampled (cpu-clock); the reason
+			// is for -v only (no PMU in a VM is the usual case).
+			s.verbosef("gprofile: no hardware cycles event here (perf_event_open: %v); sampling the software cpu-clock event\n", err)
 			s.event = EventCPUClock
 			attr = s.attr()
 			fd, err = openPerfEvent(attr, cpu)

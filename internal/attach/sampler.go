@@ -64,8 +64,8 @@ type Config struct {
 	// StackWindow is the most bytes of user stack copied per sample with
 	// CallGraphDWARF, at most MaxStackWindow; 0 means DefaultStackWindow.
 	StackWindow int
-	// Log receives one-line notes (the fallback to cpu-clock, a missing fork
-	// tracepoint); nil discards them.
+	// Log receives one-line notes (a missing fork tracepoint); nil
+	// discards them. The fallback to cpu-clock goes to Verbose.
 	Log io.Writer
 	// Verbose receives every perf_event_attr opened and the BPF load
 	// details; nil prints nothing.
