@@ -61,9 +61,6 @@ func run(o *options) (int, error) {
 		return 1, err
 	}
 	defer rec.Close()
-	if o.verbose {
-		fmt.Fprintln(os.Stderr, "gprofile: sampling started")
-	}
 	ctx, stop := stopContext(o.duration, out, kid)
 	defer stop()
 	if !o.quiet {
@@ -81,6 +78,9 @@ func run(o *options) (int, error) {
 		ctx, targetsGone = context.WithCancel(ctx)
 		defer targetsGone()
 		go stopWhenTargetsExit(ctx, rec, o.quiet, targetsGone)
+	}
+	if o.verbose { // tests wait for this line: signals are handled by now
+		fmt.Fprintln(os.Stderr, "gprofile: sampling started")
 	}
 	st := startStatus(o, rec)
 	res, err := rec.Run(ctx)
