@@ -31,7 +31,8 @@ const TruncatedFrame = "[truncated]"
 // goes to the worker with a copy of its window, and the worker unwinds
 // it there: the reader does not wait, and no first sample of a new
 // binary is lost. The copies in flight are bounded (maxDeferredBytes);
-// past that the reader waits for the lock and builds tables itself. One
+// past that the reader keeps the frames it found, cut where it stopped
+// (counted as no-object), rather than stall and lose samples. One
 // userStacks per goroutine; they share the Unwinder (safe for concurrent
 // use) and the count of deferred bytes.
 type userStacks struct {
@@ -85,11 +86,10 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	p.missing = false
 	ips, stop := us.u.Unwind(smp.UserIPs[:0], p, &regs, smp.Stack)
 	if p.missing && us.deferred.Load()+int64(len(smp.Stack)) > maxDeferredBytes {
-		// Too much waits for the worker: wait for the lock here, and
-		// build tables here.
-		p.how, p.missing = symbolize.CodeWait, false
-		ips, stop = us.u.Unwind(smp.UserIPs[:0], p, &regs, smp.Stack)
-		p.how = symbolize.CodeTry
+		// Too much waits for the worker already: keep the frames found
+		// so far, cut (waiting here for the worker's lock or building a
+		// table here would stall the ring buffer and lose samples).
+		p.missing = false
 	}
 	if p.missing {
 		us.defers++
@@ -139,7 +139,7 @@ type codeProcess struct {
 	u       *unwind.Unwinder
 	pid     uint32
 	objs    []symbolize.CodeObject // looked up so far, most recent last
-	how     symbolize.CodeLookup   // CodeTry (reader), CodeWait (reader, over budget), CodeRead (worker)
+	how     symbolize.CodeLookup   // CodeTry (reader) or CodeRead (worker)
 	missing bool                   // the walk stopped for a binary not read, a busy lock or a table not built
 }
 
@@ -150,8 +150,7 @@ const maxCodeObjects = 32
 // Object returns the object that holds pc (unwind.Process). With
 // CodeTry, an object the symbolizer cannot answer for now (binary not
 // read, lock busy) or whose table is not built yet ends the walk (as no
-// object) and sets missing; with CodeWait only an unread binary does;
-// with CodeRead nothing does.
+// object) and sets missing; with CodeRead nothing does.
 func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 	var c *symbolize.CodeObject
 	for i := len(p.objs) - 1; i >= 0; i-- {

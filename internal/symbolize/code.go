@@ -51,8 +51,6 @@ const (
 	// CodeNotRead) and reads no binary: for a goroutine that must not
 	// wait (a ring buffer reader).
 	CodeTry CodeLookup = iota
-	// CodeWait waits for the lock but reads no binary.
-	CodeWait
 	// CodeRead reads the mapping's binary on first use, as Stack does
 	// for a frame there; only on the goroutine that calls Stack (one
 	// goroutine reads binaries: the lock is released while it does).
