@@ -328,3 +328,31 @@ func TestMakeRunTopOnce(t *testing.T) {
 		t.Errorf("make run printed %d top tables:\n%s", n, out)
 	}
 }
+
+// TestCheckCommand: gprofile check prints one line per item and a
+// verdict, and exits 0 exactly when no line is a warning; -p adds a line
+// per binary of the process; a missing pid or a stray argument is a
+// usage error.
+func TestCheckCommand(t *testing.T) {
+	for _, args := range [][]string{{"check"}, {"check", "-p", strconv.Itoa(os.Getpid())}} {
+		out, stderr, code := runGprofile(t, args...)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		warn := strings.Contains(string(out), "\nwarn ") || strings.HasPrefix(string(out), "warn ")
+		if len(lines) < 13 || !strings.HasPrefix(lines[len(lines)-1], "gprofile check: ") || (code == 0) == warn || (code != 0 && code != 1) {
+			t.Errorf("%v: exit %d, stdout:\n%s\nstderr: %s", args, code, out, stderr)
+		}
+		for _, l := range lines[:len(lines)-1] {
+			if !strings.HasPrefix(l, "ok    ") && !strings.HasPrefix(l, "note  ") && !strings.HasPrefix(l, "warn  ") {
+				t.Errorf("%v: line %q is not ok, note or warn", args, l)
+			}
+		}
+		if len(args) > 1 && !strings.Contains(string(out), ": "+os.Args[0]+": ") && !strings.Contains(string(out), ".test: ") {
+			t.Errorf("%v: no line for the test binary:\n%s", args, out)
+		}
+	}
+	for _, args := range [][]string{{"check", "-p", "1073741824"}, {"check", "stray"}, {"check", "--nope"}} {
+		if _, stderr, code := runGprofile(t, args...); code != 2 || strings.Count(string(stderr), "\n") != 2 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with the pointer to -h", args, code, stderr)
+		}
+	}
+}

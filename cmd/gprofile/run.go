@@ -387,6 +387,10 @@ func summarize(w io.Writer, o *options, out *outFile, res *recorder.Result) {
 	if line := st.String(); line != "" { // frames of distinct stacks as kept (junk cut), each counted once
 		fmt.Fprintf(w, "gprofile: %s\n", line)
 	}
+	cn := res.Counters
+	if st.String() != "" || cn.Lost > 0 || cn.KernelStackErrors > 0 || cn.UserStackErrors > 0 {
+		fmt.Fprintln(w, "gprofile: to see what was missing, run: gprofile check (-p PID for a process's binaries)")
+	}
 	if st.Frames[symbolize.ReasonNoAccess] > 0 && os.Geteuid() != 0 {
 		fmt.Fprintln(w, "gprofile: reading other users' processes and binaries needs root or CAP_SYS_PTRACE")
 	}

@@ -99,6 +99,15 @@ func Find(f *elf.File, buildID string, self io.ReaderAt, opts *Options) *File {
 	return fetchDebugFile(f, buildID, self, opts.Debuginfod, opts.Fetch)
 }
 
+// FindLocal returns the separate debug file of f found in the file
+// system, as Find looks for it (by build ID in the debug directories,
+// then by .gnu_debuglink), never asking debuginfod; nil when there is
+// none. gprofile check uses it to say where a binary's debug
+// information is.
+func FindLocal(f *elf.File, buildID string, self io.ReaderAt, opts *Options) *File {
+	return findLocalDebugFile(f, buildID, self, opts)
+}
+
 // findLocalDebugFile looks for the debug file of f in the file system,
 // as Find says.
 func findLocalDebugFile(f *elf.File, buildID string, self io.ReaderAt, opts *Options) *File {
