@@ -47,7 +47,7 @@ func fakeHost(t *testing.T, files map[string]string, env map[string]string, ring
 		}
 	}
 	if env == nil {
-		env = map[string]string{"DEBUGINFOD_URLS": "https://debuginfod.debian.net"}
+		env = map[string]string{"DEBUGINFOD_URLS": "https://debuginfod.example"}
 	}
 	return Host{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), Getenv: func(k string) string { return env[k] },
 		RingBuf: func() error { return ringbuf }}

@@ -319,7 +319,7 @@ func (h Host) debuginfod() Item {
 	}
 	return Item{Name: "debuginfod", Status: Note,
 		Detail: "DEBUGINFOD_URLS not set: binaries without local debug files keep only their own symbols (under sudo, keep it with sudo --preserve-env=DEBUGINFOD_URLS)",
-		Fix:    "export DEBUGINFOD_URLS=https://debuginfod.debian.net"}
+		Fix:    "export DEBUGINFOD_URLS=URL (your distribution's debuginfod server)"}
 }
 
 func (h Host) exists(root, path string) bool {
