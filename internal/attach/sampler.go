@@ -124,20 +124,20 @@ type Sampler struct {
 	closed    bool
 }
 
+// bpfObjects are what load keeps of the profile object: every map (the
+// generated profileMaps) and the two sampling programs. The tracepoint
+// programs are loaded apart (attachTracing), so that a kernel without
+// them still samples.
 type bpfObjects struct {
-	Profile    *ebpf.Program `ebpf:"profile"`
-	ProfileTP  *ebpf.Program `ebpf:"profile_tp"`
-	Events     *ebpf.Map     `ebpf:"events"`
-	Targets    *ebpf.Map     `ebpf:"targets"`
-	TargetTIDs *ebpf.Map     `ebpf:"target_tids"`
-	TPHits     *ebpf.Map     `ebpf:"tp_hits"`
-	Counters   *ebpf.Map     `ebpf:"counters"`
-	Scratch    *ebpf.Map     `ebpf:"scratch"`
+	profileMaps
+	Profile   *ebpf.Program `ebpf:"profile"`
+	ProfileTP *ebpf.Program `ebpf:"profile_tp"`
 }
 
-// closers lists every object, for Close (nil ones included).
-func (o *bpfObjects) closers() []io.Closer {
-	return []io.Closer{o.Profile, o.ProfileTP, o.Events, o.Targets, o.TargetTIDs, o.TPHits, o.Counters, o.Scratch}
+// close closes every object; Program.Close and Map.Close accept nil (a
+// failed load).
+func (o *bpfObjects) close() error {
+	return errors.Join(o.profileMaps.Close(), o.Profile.Close(), o.ProfileTP.Close())
 }
 
 // Open loads the BPF program, opens a disabled perf event on every CPU and
@@ -247,7 +247,11 @@ func (s *Sampler) load() error {
 		}
 		s.ringBytes = ringSize(hz, len(s.cpus), s.recordBytes())
 	}
-	spec.Maps["events"].MaxEntries = uint32(s.ringBytes)
+	var specs profileSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return fmt.Errorf("BPF object and its bindings differ (make generate): %w", err)
+	}
+	specs.Events.MaxEntries = uint32(s.ringBytes)
 	window := s.cfg.StackWindow
 	if window == 0 {
 		window = DefaultStackWindow
@@ -259,32 +263,32 @@ func (s *Sampler) load() error {
 	if err != nil {
 		return fmt.Errorf("count possible CPUs: %w", err)
 	}
-	spec.Maps["scratch"].MaxEntries = uint32(ncpu)
-	consts := map[string]any{
-		"filter_tgid":  boolByte(s.cfg.PIDs != nil),
-		"filter_tid":   boolByte(s.cfg.TIDs != nil),
-		"include_idle": boolByte(s.cfg.IncludeIdle),
-		"follow_forks": boolByte(s.cfg.PIDs != nil),
-		"wakeup_bytes": uint64(s.ringBytes / 4),
-		"tp_period":    max(s.cfg.Period, 1),
-		"report_exits": boolByte(s.cfg.ReportExits),
-		"skip_tgid":    s.cfg.SkipPID,
+	specs.Scratch.MaxEntries = uint32(ncpu)
+	v := &specs.profileVariableSpecs
+	consts := []constValue{
+		{v.FilterTgid, boolByte(s.cfg.PIDs != nil)},
+		{v.FilterTid, boolByte(s.cfg.TIDs != nil)},
+		{v.IncludeIdle, boolByte(s.cfg.IncludeIdle)},
+		{v.FollowForks, boolByte(s.cfg.PIDs != nil)},
+		{v.WakeupBytes, uint64(s.ringBytes / 4)},
+		{v.TpPeriod, max(s.cfg.Period, 1)},
+		{v.ReportExits, boolByte(s.cfg.ReportExits)},
+		{v.SkipTgid, s.cfg.SkipPID},
 		// The program reads cs from x86-64 pt_regs (the layout it was
 		// built with) to skip the kernel walk of user-mode samples.
-		"user_mode_check": boolByte(runtime.GOARCH == "amd64"),
+		{v.UserModeCheck, boolByte(runtime.GOARCH == "amd64")},
 		// The program reads x86-64 pt_regs for the user registers.
-		"call_graph_dwarf": boolByte(s.cfg.CallGraph == CallGraphDWARF && runtime.GOARCH == "amd64"),
-		"max_window":       uint32(window),
-		"use_find_vma":     uint8(1),
+		{v.CallGraphDwarf, boolByte(s.cfg.CallGraph == CallGraphDWARF && runtime.GOARCH == "amd64")},
+		{v.MaxWindow, uint32(window)},
+		{v.UseFindVma, uint8(1)},
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
-		consts["filter_cgroup"] = uint8(1)
-		consts["cgroup_id"] = cg.ID
-		consts["cgroup_level"] = uint32(cg.Level)
+		consts = append(consts, constValue{v.FilterCgroup, uint8(1)}, constValue{v.CgroupId, cg.ID},
+			constValue{v.CgroupLevel, uint32(cg.Level)})
 	}
-	for name, v := range consts {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
+	for _, c := range consts {
+		if err := c.spec.Set(c.value); err != nil {
+			return fmt.Errorf("set %s: %w", c.spec.Name, err)
 		}
 	}
 	err = spec.LoadAndAssign(&s.objs, nil)
@@ -305,7 +309,7 @@ func (s *Sampler) load() error {
 	s.verbosef("BPF: loaded program profile, call graph %s, stack window %d bytes, ring buffer %d bytes, wakeup at %d bytes\n",
 		s.cfg.CallGraph, window, s.ringBytes, s.ringBytes/4)
 	for _, tid := range s.cfg.TIDs {
-		if err := s.objs.TargetTIDs.Put(tid, uint8(1)); err != nil {
+		if err := s.objs.TargetTids.Put(tid, uint8(1)); err != nil {
 			return fmt.Errorf("add tid %d to the target map: %w", tid, err)
 		}
 	}
@@ -322,6 +326,13 @@ func (s *Sampler) load() error {
 		}
 	}
 	return s.attachTracing(spec)
+}
+
+// constValue is a load-time constant of the profile object (a generated
+// VariableSpec, so that a misspelt name fails to compile) and its value.
+type constValue struct {
+	spec  *ebpf.VariableSpec
+	value any
 }
 
 // Values of the targets map (TARGET_* in bpf/profile.bpf.c).
@@ -375,10 +386,7 @@ func (s *Sampler) Close() error {
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}
-	// Program.Close and Map.Close accept nil (a failed load).
-	for _, c := range s.objs.closers() {
-		errs = append(errs, c.Close())
-	}
+	errs = append(errs, s.objs.close())
 	s.links, s.fds = nil, nil
 	return errors.Join(errs...)
 }

@@ -35,7 +35,7 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"targets": s.objs.Targets, "counters": s.objs.Counters,
 		"events": s.objs.Events, "scratch": s.objs.Scratch,
-		"target_tids": s.objs.TargetTIDs, "tp_hits": s.objs.TPHits,
+		"target_tids": s.objs.TargetTids, "tp_hits": s.objs.TpHits,
 	}}
 	if err := spec.LoadAndAssign(&progs, opts); err != nil {
 		if s.cfg.AtExec {
