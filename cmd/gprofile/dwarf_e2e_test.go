@@ -26,9 +26,14 @@ const dwarfSrc = "testdata/dwarf/"
 // returns the folded stacks.
 func dwarfProfile(t *testing.T, argv ...string) []byte {
 	t.Helper()
-	out, stderr, code := runGprofile(t, append([]string{"-E", "-f", "999", "--call-graph", "dwarf", "--"}, argv...)...)
+	path := filepath.Join(t.TempDir(), "cmd.folded") // stdout is the command's
+	_, stderr, code := runGprofile(t, append([]string{"-E", "-f", "999", "--call-graph", "dwarf", "-o", path, "--"}, argv...)...)
 	if code != 0 {
 		t.Fatalf("gprofile -- %v: exit %d", argv, code)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !strings.Contains(string(stderr), "user stacks: ") {
 		t.Errorf("no user stacks line in the summary: %s", stderr)

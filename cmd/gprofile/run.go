@@ -187,7 +187,7 @@ func sampleConfig(o *options) (attach.Config, error) {
 	cfg.TIDs = o.tids
 	if o.cgroup != "" {
 		if cfg.Cgroup, err = attach.OpenCgroup(o.cgroup); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, attach.ErrNotCgroup2) {
 				err = badUsage(err)
 			}
 			return cfg, err

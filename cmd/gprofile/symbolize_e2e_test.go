@@ -321,9 +321,14 @@ func TestSymShortLived(t *testing.T) {
 		{"cold", loop},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			out, stderr, code := runGprofile(t, "-E", "-f", "999", "--", "sh", "-c", tt.script)
+			path := filepath.Join(t.TempDir(), "cmd.folded") // stdout is the command's
+			_, stderr, code := runGprofile(t, "-E", "-f", "999", "-o", path, "--", "sh", "-c", tt.script)
 			if code != 0 {
 				t.Fatalf("gprofile -- sh -c %q: exit %d", tt.script, code)
+			}
+			out, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
 			}
 			c := symCheckWorkload(t, out, symComm(bin), "main", "short_a", "short_b", "short_c")
 			expected := symChildrenCPU(t, stderr).Seconds() * 999

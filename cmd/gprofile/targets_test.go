@@ -194,28 +194,27 @@ func TestCgroupFilter(t *testing.T) {
 // TestBadTargets: bad -C, --cgroup and -e values fail before sampling.
 func TestBadTargets(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	cases := []struct {
+	type badCase struct {
 		args []string
+		code int // 2: a bad value (usage); 1: what the machine lacks
 		msg  string
-	}{
-		{[]string{"-C", "4096", "-d", "1"}, "not online"},
-		{[]string{"--cgroup", "/proc", "-d", "1"}, "not a cgroup v2 directory"},
-		{[]string{"--cgroup", "no/such/group", "-d", "1"}, "no such file"},
-		{[]string{"-e", "cyles", "-d", "1"}, "cycles"},
-		{[]string{"-e", "sched:no_such_tracepoint", "-d", "1"}, `no tracepoint "no_such_tracepoint" in /`}, // not the echoed argument
-		{[]string{"-t", "999999999", "-d", "1"}, "no such process"},
+	}
+	cases := []badCase{
+		{[]string{"-C", "4096", "-d", "1"}, 2, "not online"},
+		{[]string{"--cgroup", "/proc", "-d", "1"}, 2, "not a cgroup v2 directory"},
+		{[]string{"--cgroup", "no/such/group", "-d", "1"}, 2, "no such file"},
+		{[]string{"-e", "cyles", "-d", "1"}, 2, "cycles"},
+		{[]string{"-e", "sched:no_such_tracepoint", "-d", "1"}, 2, `no tracepoint "no_such_tracepoint" in /`}, // not the echoed argument
+		{[]string{"-t", "999999999", "-d", "1"}, 2, "tid 999999999: no such thread"},
 	}
 	if _, err := os.Stat("/sys/bus/event_source/devices/cpu/events"); err != nil {
 		// No PMU (a VM): hardware events fail, naming the way out.
-		cases = append(cases, struct {
-			args []string
-			msg  string
-		}{[]string{"-e", "cycles", "-d", "1"}, "-e cpu-clock"})
+		cases = append(cases, badCase{[]string{"-e", "cycles", "-d", "1"}, 1, "-e cpu-clock"})
 	}
 	for _, c := range cases {
 		_, stderr, code := runGprofile(t, c.args...)
-		if code != 1 || !strings.Contains(string(stderr), c.msg) || bytes.Count(stderr, []byte("\n")) > 2 {
-			t.Errorf("%v: exit %d, stderr %q; want 1 and a short error with %q", c.args, code, stderr, c.msg)
+		if code != c.code || !strings.Contains(string(stderr), c.msg) || bytes.Count(stderr, []byte("\n")) > 2 {
+			t.Errorf("%v: exit %d, stderr %q; want %d and a short error with %q", c.args, code, stderr, c.code, c.msg)
 		}
 	}
 }
