@@ -40,9 +40,9 @@
 #define FLAG_EXIT 4       // not a sample: process tgid exited (no stacks)
 #define FLAG_EXEC 8       // not a sample: process tgid exec'd a new program
 #define FLAG_USER_REGS 16 // regs hold the user registers (dwarf mode)
-#define FLAG_WINDOW_FAULT 32 // the stack copy stopped at a page it could not read
-#define FLAG_WINDOW_MAX 64   // the stack copy stopped at max_window, short of the VMA end
-#define FLAG_NO_VMA 128      // bpf_find_vma found no VMA for sp (or its lock was busy)
+#define FLAG_WINDOW_FAULT 32 // the stack copy ended at a page it could not read
+#define FLAG_WINDOW_MAX 64   // the stack copy stopped at max_window
+#define FLAG_NO_VMA 128      // bound_by_vma: bpf_find_vma found no VMA for sp (or its lock was busy)
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -110,7 +110,7 @@ const volatile __u64 wakeup_bytes = 0; // wake the reader past this much data
 const volatile __u8 user_mode_check = 0; // 1 (amd64): no kernel walk for user-mode samples
 const volatile __u8 call_graph_dwarf = 0; // 1: user regs + stack window instead of the fp walk
 const volatile __u32 max_window = 32768; // bytes of user stack copied at most (<= MAX_WINDOW)
-const volatile __u8 use_find_vma = 1;    // 1: bound the copy by the end of sp's VMA
+const volatile __u8 bound_by_vma = 0;    // 1: bound the copy by the end of sp's VMA (bpf_find_vma)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -245,27 +245,30 @@ static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct sam
 }
 
 // copy_window copies the user stack from sp upward into s->data, page by
-// page (a read that crosses into an unmapped page fails whole), up to the
-// end of the VMA that holds sp and at most max_window bytes. It returns
-// the bytes copied and sets FLAG_WINDOW_* and FLAG_NO_VMA. A global
-// function: the verifier checks it once, on its own, instead of checking
-// the rest of the program after each way out of the loop (an inlined copy
-// took a second to load).
+// page (a read that crosses into an unmapped page fails whole), to the
+// first page that does not read (above a stack there is nearly always
+// one: the unmapped gap above [stack], a guard page) and at most
+// max_window bytes. With bound_by_vma it also stops at the end of the VMA
+// that holds sp: bpf_find_vma takes the mm lock (trylock) and, from the
+// timer interrupt, releases it through an irq_work, about 3.4 us a sample
+// for no fewer bytes copied (BENCHMARKS.md), so it is off by default.
+// It returns the bytes copied and sets FLAG_WINDOW_* and FLAG_NO_VMA. A
+// global function: the verifier checks it once, on its own, instead of
+// checking the rest of the program after each way out of the loop (an
+// inlined copy took a second to load).
 __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 {
 	if (!s)
 		return 0;
-	__u64 end = 0;
-	if (use_find_vma && bpf_find_vma(bpf_get_current_task_btf(), sp, vma_end_cb, &end, 0) != 0)
-		end = 0;
-	if (end <= sp) {
-		s->flags |= FLAG_NO_VMA;
-		end = sp + max_window;
-	}
-	__u64 want = end - sp;
-	if (want > max_window) {
-		want = max_window;
-		s->flags |= FLAG_WINDOW_MAX;
+	__u64 want = max_window;
+	if (bound_by_vma) {
+		__u64 end = 0;
+		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_end_cb, &end, 0) == 0 && end > sp) {
+			if (end - sp < want)
+				want = end - sp;
+		} else {
+			s->flags |= FLAG_NO_VMA;
+		}
 	}
 	__u32 off = 0;
 	for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
@@ -283,6 +286,8 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 		}
 		off += chunk;
 	}
+	if (off >= max_window)
+		s->flags |= FLAG_WINDOW_MAX;
 	return off;
 }
 

@@ -333,7 +333,7 @@ func comments(o *options, res *recorder.Result) []string {
 		lines = append(lines, line+"; a cut stack's root frame is "+recorder.TruncatedFrame)
 	}
 	if o.callGraph.mode == attach.CallGraphDWARF && res.Samples > 0 {
-		lines = append(lines, fmt.Sprintf("user stack windows: %d bytes copied (%d per sample), %d cut by the window size, %d by an unreadable page",
+		lines = append(lines, fmt.Sprintf("user stack windows: %d bytes copied (%d per sample), %d cut by the window size, %d ended at an unreadable page",
 			cn.WindowBytes, cn.WindowBytes/res.Samples, cn.WindowMax, cn.WindowFaults))
 	}
 	return lines

@@ -34,9 +34,9 @@ type Counters struct {
 	// Forks counts child processes added to the targets while running.
 	Forks uint64
 	// WindowBytes counts the bytes of user stack copied (CallGraphDWARF);
-	// WindowFaults and WindowMax count copies cut by a page that did not
-	// read and by Config.StackWindow; NoRegs counts samples with no user
-	// registers (kernel threads).
+	// WindowFaults and WindowMax count copies that ended at a page that
+	// did not read (usually the stack's end) and at Config.StackWindow;
+	// NoRegs counts samples with no user registers (kernel threads).
 	WindowBytes, WindowFaults, WindowMax, NoRegs uint64
 	// Malformed counts ring buffer records that did not decode.
 	Malformed uint64

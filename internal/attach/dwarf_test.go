@@ -53,11 +53,11 @@ func findMapping(ms []mapping, addr uint64) (mapping, bool) {
 	return mapping{}, false
 }
 
-// runDWARF samples pid for a second with CallGraphDWARF and calls fn for
-// each of its samples.
-func runDWARF(t *testing.T, pid int, fn func(*Sample)) Counters {
+// runDWARF samples pid for a second with CallGraphDWARF (bounded by the
+// VMA with byVMA) and calls fn for each of its samples.
+func runDWARF(t *testing.T, pid int, byVMA bool, fn func(*Sample)) Counters {
 	t.Helper()
-	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{uint32(pid)}, CallGraph: CallGraphDWARF})
+	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{uint32(pid)}, CallGraph: CallGraphDWARF, StackBoundByVMA: byVMA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,8 @@ func runDWARF(t *testing.T, pid int, fn func(*Sample)) Counters {
 // TestSamplerDWARFUser samples a workload spinning in user mode with
 // CallGraphDWARF: every sample has the user registers (ip in the
 // executable, sp in [stack]), a window from sp to the end of the stack
-// VMA, that holds a return address into the executable, and no
+// (the page above [stack] is unmapped; with StackBoundByVMA, exactly the
+// VMA's end), that holds a return address into the executable, and no
 // frame-pointer IPs.
 func TestSamplerDWARFUser(t *testing.T) {
 	testutil.RequirePrivileges(t)
@@ -89,8 +90,16 @@ func TestSamplerDWARFUser(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	time.Sleep(50 * time.Millisecond) // past the dynamic loader
 	maps := readMaps(t, cmd.Process.Pid)
+	for _, byVMA := range []bool{false, true} {
+		t.Run(fmt.Sprintf("byVMA=%v", byVMA), func(t *testing.T) {
+			checkDWARFUser(t, cmd.Process.Pid, bin, maps, byVMA)
+		})
+	}
+}
+
+func checkDWARFUser(t *testing.T, pid int, bin string, maps []mapping, byVMA bool) {
 	var n, regs, ipInExe, spInStack, toVMAEnd, retAddr, fpIPs int
-	c := runDWARF(t, cmd.Process.Pid, func(smp *Sample) {
+	c := runDWARF(t, pid, byVMA, func(smp *Sample) {
 		n++
 		if len(smp.UserIPs) != 0 {
 			fpIPs++
@@ -107,7 +116,7 @@ func TestSamplerDWARFUser(t *testing.T) {
 			return
 		}
 		spInStack++
-		if smp.Regs[7]+uint64(len(smp.Stack)) == st.end {
+		if end := smp.Regs[7] + uint64(len(smp.Stack)); end == st.end || !byVMA && end > st.end {
 			toVMAEnd++
 		}
 		for i := 0; i+8 <= len(smp.Stack); i += 8 {
@@ -152,7 +161,7 @@ func TestSamplerDWARFKernel(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	maps := readMaps(t, cmd.Process.Pid)
 	var inKernel, regs, ipInLibc, spInStack int
-	runDWARF(t, cmd.Process.Pid, func(smp *Sample) {
+	runDWARF(t, cmd.Process.Pid, false, func(smp *Sample) {
 		if len(smp.KernelIPs) == 0 {
 			return
 		}

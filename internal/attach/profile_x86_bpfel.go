@@ -46,6 +46,7 @@ const (
 	profileProgProfileTp     = "profile_tp"
 	profileProgReportExit    = "report_exit"
 	profileProgStartAtExec   = "start_at_exec"
+	profileVarBoundByVma     = "bound_by_vma"
 	profileVarCallGraphDwarf = "call_graph_dwarf"
 	profileVarCgroupId       = "cgroup_id"
 	profileVarCgroupLevel    = "cgroup_level"
@@ -59,7 +60,6 @@ const (
 	profileVarSkipTgid       = "skip_tgid"
 	profileVarTpPeriod       = "tp_period"
 	profileVarUnusedSample   = "unused_sample"
-	profileVarUseFindVma     = "use_find_vma"
 	profileVarUserModeCheck  = "user_mode_check"
 	profileVarWakeupBytes    = "wakeup_bytes"
 )
@@ -129,6 +129,7 @@ type profileMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileVariableSpecs struct {
+	BoundByVma     *ebpf.VariableSpec `ebpf:"bound_by_vma"`
 	CallGraphDwarf *ebpf.VariableSpec `ebpf:"call_graph_dwarf"`
 	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	CgroupLevel    *ebpf.VariableSpec `ebpf:"cgroup_level"`
@@ -142,7 +143,6 @@ type profileVariableSpecs struct {
 	SkipTgid       *ebpf.VariableSpec `ebpf:"skip_tgid"`
 	TpPeriod       *ebpf.VariableSpec `ebpf:"tp_period"`
 	UnusedSample   *ebpf.VariableSpec `ebpf:"unused_sample"`
-	UseFindVma     *ebpf.VariableSpec `ebpf:"use_find_vma"`
 	UserModeCheck  *ebpf.VariableSpec `ebpf:"user_mode_check"`
 	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -190,6 +190,7 @@ func (m *profileMaps) Close() error {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profileVariables struct {
+	BoundByVma     *ebpf.Variable `ebpf:"bound_by_vma"`
 	CallGraphDwarf *ebpf.Variable `ebpf:"call_graph_dwarf"`
 	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
 	CgroupLevel    *ebpf.Variable `ebpf:"cgroup_level"`
@@ -203,7 +204,6 @@ type profileVariables struct {
 	SkipTgid       *ebpf.Variable `ebpf:"skip_tgid"`
 	TpPeriod       *ebpf.Variable `ebpf:"tp_period"`
 	UnusedSample   *ebpf.Variable `ebpf:"unused_sample"`
-	UseFindVma     *ebpf.Variable `ebpf:"use_find_vma"`
 	UserModeCheck  *ebpf.Variable `ebpf:"user_mode_check"`
 	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

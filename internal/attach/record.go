@@ -23,14 +23,14 @@ const (
 	// FlagUserRegs says Regs holds the user registers and Stack the user
 	// stack from Regs[7] (sp) up (CallGraphDWARF; not for kernel threads).
 	FlagUserRegs = 1 << 4
-	// FlagWindowFault says the stack copy stopped at a page it could not
-	// read (Stack ends there, short of the VMA end).
+	// FlagWindowFault says the stack copy ended at a page it could not
+	// read: usually the unmapped page above the stack, where it ends.
 	FlagWindowFault = 1 << 5
 	// FlagWindowMax says the stack copy stopped at Config.StackWindow
-	// bytes, short of the end of the VMA that holds sp.
+	// bytes: the stack may go on above.
 	FlagWindowMax = 1 << 6
-	// FlagNoVMA says bpf_find_vma did not bound the copy (no VMA held sp,
-	// or the mm lock was busy): the copy ran to a fault or to the window.
+	// FlagNoVMA says, with Config.StackBoundByVMA, that bpf_find_vma did
+	// not bound the copy (no VMA held sp, or the mm lock was busy).
 	FlagNoVMA = 1 << 7
 )
 
@@ -98,10 +98,10 @@ type Sample struct {
 	// sample taken in kernel mode they are the registers saved at the
 	// task's entry into the kernel (a syscall's return point).
 	Regs [NumRegs]uint64
-	// Stack is the user stack copied from address Regs[7] (sp) upward:
-	// up to the end of the VMA that holds sp or Config.StackWindow bytes,
-	// whichever is less (FlagWindowMax), and short of both when a page
-	// did not read (FlagWindowFault). Empty without FlagUserRegs.
+	// Stack is the user stack copied from address Regs[7] (sp) upward, to
+	// the first page that did not read (FlagWindowFault) or
+	// Config.StackWindow bytes (FlagWindowMax), whichever came first.
+	// Empty without FlagUserRegs.
 	Stack []byte
 }
 

@@ -63,7 +63,13 @@ type Config struct {
 	CallGraph CallGraph
 	// StackWindow is the most bytes of user stack copied per sample with
 	// CallGraphDWARF, at most MaxStackWindow; 0 means DefaultStackWindow.
+	// The copy also ends at the first page that does not read.
 	StackWindow int
+	// StackBoundByVMA also ends the copy at the end of the VMA that holds
+	// sp (bpf_find_vma). Off by default: it cost about 3.4 µs of BPF
+	// time a sample and copied no fewer bytes (BENCHMARKS.md, "Whole user
+	// stacks"); kept to measure it again.
+	StackBoundByVMA bool
 	// Log receives one-line notes (a missing fork tracepoint); nil
 	// discards them. The fallback to cpu-clock goes to Verbose.
 	Log io.Writer
@@ -280,7 +286,7 @@ func (s *Sampler) load() error {
 		// The program reads x86-64 pt_regs for the user registers.
 		{v.CallGraphDwarf, boolByte(s.cfg.CallGraph == CallGraphDWARF && runtime.GOARCH == "amd64")},
 		{v.MaxWindow, uint32(window)},
-		{v.UseFindVma, uint8(1)},
+		{v.BoundByVma, boolByte(s.cfg.StackBoundByVMA)},
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
 		consts = append(consts, constValue{v.FilterCgroup, uint8(1)}, constValue{v.CgroupId, cg.ID},
@@ -294,9 +300,9 @@ func (s *Sampler) load() error {
 	err = spec.LoadAndAssign(&s.objs, nil)
 	var ve *ebpf.VerifierError
 	if err != nil && s.cfg.CallGraph == CallGraphDWARF && errors.As(err, &ve) {
-		// A kernel without bpf_find_vma (5.17) or BTF refuses the
+		// A kernel without bpf_task_pt_regs (5.15) or BTF refuses the
 		// stack copy: frame pointers still give stacks.
-		s.logf("gprofile: this kernel refuses the user stack copy of --call-graph dwarf (it needs Linux 5.17 with BTF): walking frame pointers instead\n")
+		s.logf("gprofile: this kernel refuses the user stack copy of --call-graph dwarf (it needs Linux 5.15 with BTF): walking frame pointers instead\n")
 		s.verbosef("BPF verifier log:\n%+v\n", ve)
 		s.cfg.CallGraph = CallGraphFP
 		if err = spec.Variables["call_graph_dwarf"].Set(uint8(0)); err == nil {
