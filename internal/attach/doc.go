@@ -19,7 +19,8 @@
 // kernel BTF; [CallGraphDWARF] calls helpers that take kernel objects by
 // BTF id (bpf_get_current_task_btf, bpf_task_pt_regs; bpf_find_vma with
 // [Config].StackBoundByVMA), which the kernel's verifier resolves with
-// its own BTF: it needs Linux 5.15 (5.17 for bpf_find_vma) built with BTF, and where the verifier refuses it Open falls back
+// its own BTF: it needs Linux 5.15 (5.17 for bpf_find_vma) built with
+// BTF, and where the verifier refuses it Open falls back
 // to frame pointers ([Sampler].CallGraph says which). Privileges: root,
 // or CAP_BPF and CAP_PERFMON (with kernel.perf_event_paranoid allowing
 // it); errors a user can act on wrap [ErrPermission], [ErrNoRingbuf],
