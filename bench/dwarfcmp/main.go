@@ -74,7 +74,7 @@ func main() {
 			continue
 		}
 		argv := subst(w.run, bin, *secs)
-		gArgs := append(append([]string{"-E", "-f", "999", "-q"}, extra...), "--")
+		gArgs := append(append([]string{"-E", "-o", "-", "-f", "999", "-q"}, extra...), "--")
 		folded, err := exec.Command(*gp, append(gArgs, argv...)...).Output()
 		g := "error: " + fmt.Sprint(err)
 		if err == nil {
