@@ -346,3 +346,42 @@ func BenchmarkOpenSampler(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenSamplerFollow: the start-up cost of a sampler that follows
+// forks (-p), with the task_newtask tracepoint from tracefs and with the
+// raw tracepoint that replaces it where tracefs cannot be mounted (its
+// CO-RE load decodes kernel BTF). With -benchtime 10x each op is an open,
+// enable and close; the BTF decode is cached by cilium/ebpf after the
+// first, so compare the first op (-benchtime 1x -count 5) for a cold run.
+func BenchmarkOpenSamplerFollow(b *testing.B) {
+	testutil.RequirePrivileges(b)
+	if _, err := TracefsEvents(); err != nil {
+		b.Fatal(err)
+	}
+	for _, raw := range []bool{false, true} {
+		name := "tracefs"
+		if raw {
+			name = "raw"
+		}
+		b.Run(name, func(b *testing.B) {
+			saved := hostEvents
+			defer func() { hostEvents = saved }()
+			if raw {
+				hostEvents.tracefs = []string{filepath.Join(b.TempDir(), "absent")}
+				hostEvents.mount = func(string) error { return unix.EPERM }
+			}
+			for range b.N {
+				s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, PIDs: []uint32{uint32(os.Getpid())}, ReportExits: true, Log: io.Discard})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Enable(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
