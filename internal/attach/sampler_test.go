@@ -111,7 +111,20 @@ func TestSamplerLosses(t *testing.T) {
 	if err := s.Enable(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // nobody reads: the ring fills up
+	// Nobody reads: wait until the one-page ring is full and the BPF
+	// program has counted a loss.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := s.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Lost > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample lost in 30 s with a one-page ring nobody reads: %+v", c)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	read := 0
