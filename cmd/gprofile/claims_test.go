@@ -176,8 +176,10 @@ func TestIdleTask(t *testing.T) {
 		switch {
 		case !idle && n != 0:
 			t.Errorf("%d samples of the idle task (pid 0) without --idle", n)
-		case idle && expected < 20:
-			testutil.Skipf(t, "the machine was never idle (%.0f idle samples expected); the test needs a quiet machine", expected)
+		case idle && expected < 100:
+			// A quiet 2-CPU machine gives about 290; a busy one leaves its
+			// CPUs idle in short slices that cpu-clock barely samples.
+			testutil.Skipf(t, "the machine was busy (%.0f idle samples expected, want 100); the test needs a quiet machine", expected)
 		case idle && float64(n) < 0.25*expected:
 			// cpu-clock samples an idle CPU less often than its idle time
 			// says (about half as often on the 2-CPU VM this was written
