@@ -103,12 +103,15 @@ func TestCommandInterrupt(t *testing.T) {
 			if err := syscall.Kill(target, c.sig); err != nil {
 				t.Fatal(err)
 			}
+			// The rest of stdout, then gprofile's exit, within the minute.
 			var rest []string
-			for l := range lines {
-				rest = append(rest, l)
-			}
 			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			go func() {
+				for l := range lines {
+					rest = append(rest, l)
+				}
+				done <- cmd.Wait()
+			}()
 			select {
 			case err = <-done:
 			case <-timeout:
@@ -224,6 +227,7 @@ func TestCPUList(t *testing.T) {
 	expected := cpu.ExpectedSamples(499, 1500*time.Millisecond)
 	per := map[int64]int64{}
 	for _, s := range parseProfile(t, path).Sample {
+		// A sample on CPU 0 has no cpu label: pprof drops a numeric 0.
 		if c := s.NumLabel["cpu"]; len(c) != 1 || c[0] != 1 {
 			t.Errorf("sample on cpu %v with -C 1: %v", c, s.Label)
 		}
