@@ -23,8 +23,7 @@ import (
 type collector struct {
 	sym     *symbolize.Symbolizer
 	agg     *output.Aggregator
-	sinks   []Sink                            // agg, then the stream, if any
-	stream  bool                              // a sink needs Record.Frames
+	stream  Sink                              // the per-sample writer, or nil
 	stacks  map[uint32]map[rawHash]stackEntry // pid -> hash of raw IPs -> stack
 	gen     uint64                            // sym.Generation() the memo was made at
 	seed    maphash.Seed                      // of rawHash
@@ -32,7 +31,7 @@ type collector struct {
 	exited  []exited                          // processes to evict, oldest first
 	comms   map[string]string                 // interned comm strings
 	key     []byte                            // reused raw IPs buffer
-	rec     output.Record                     // reused: the sample handed to the sinks
+	rec     output.Record                     // reused: the sample handed to stream
 	tid     bool                              // aggregate by thread (tid label)
 	cpu     bool                              // aggregate by CPU (cpu label)
 	cgroups *attach.CgroupNames               // names cgroups (cgroup label), or nil
@@ -82,10 +81,7 @@ func newCollector(sym *symbolize.Symbolizer, labels []string, perThread bool, st
 		cpu:    slices.Contains(labels, output.LabelCPU),
 		wall0:  monotonicEpoch(),
 	}
-	c.sinks = []Sink{c.agg}
-	if stream != nil {
-		c.sinks, c.stream = append(c.sinks, stream), true
-	}
+	c.stream = stream
 	return c
 }
 
@@ -168,30 +164,33 @@ func (c *collector) userIPs(s *attach.Sample) []uint64 {
 	return s.UserIPs
 }
 
-// emit hands the sample s of memo entry e to the sinks: the aggregate,
-// and the per-sample writer while it has not failed.
+// emit hands the sample s of memo entry e to the aggregate, and to the
+// per-sample writer while it has not failed. The aggregate is a Sink
+// too, but called directly: BenchmarkHotPath pays for an interface call
+// and a Record per sample otherwise.
 func (c *collector) emit(s *attach.Sample, e *stackEntry) {
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
 		comm = string(s.Comm)
 		c.comms[comm] = comm
 	}
-	r := &c.rec
-	r.Key = output.SampleKey{PID: s.PID, Comm: comm}
+	key := output.SampleKey{PID: s.PID, Comm: comm}
 	if c.tid {
-		r.Key.TID = s.TID
+		key.TID = s.TID
 	}
 	if c.cpu {
-		r.Key.CPU = s.CPU
+		key.CPU = s.CPU
 	}
 	if c.cgroups != nil {
-		r.Key.Cgroup = c.cgroups.Name(s.CgroupID)
+		key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
-	r.Stack, r.Frames, r.Weight = e.id, e.st, int64(s.Period)
-	c.sinks[0].Add(r) // the aggregate, which never fails
-	if c.stream && c.err == nil {
-		r.Meta = output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm}
-		c.err = c.sinks[1].Add(r)
+	c.agg.AddStack(key, e.id, int64(s.Period))
+	if c.stream != nil && c.err == nil {
+		c.rec = output.Record{
+			Meta: output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm},
+			Key:  key, Stack: e.id, Frames: e.st, Weight: int64(s.Period),
+		}
+		c.err = c.stream.Add(&c.rec)
 	}
 }
 
@@ -230,7 +229,7 @@ func (c *collector) symbolize(pid uint32, kernel, user []uint64, unwound bool) s
 		c.frames.Frames[st.Frames[i].Reason]++
 	}
 	e := stackEntry{id: c.agg.InternStack(pid, st), retry: hasNoMapping(st)}
-	if c.stream {
+	if c.stream != nil {
 		e.st = st
 	}
 	return e
