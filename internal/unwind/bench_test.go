@@ -12,7 +12,7 @@ import (
 func BenchmarkBuildLibc(b *testing.B) {
 	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
-		b.Skip(err)
+		testutil.Skipf(b, "%v", err)
 	}
 	defer f.Close()
 	var tab *Table

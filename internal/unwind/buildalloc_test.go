@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"runtime"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // TestBuildLibcAllocs bounds what building libc's table allocates: the
@@ -14,7 +16,7 @@ import (
 func TestBuildLibcAllocs(t *testing.T) {
 	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
-		t.Skip(err)
+		testutil.Skipf(t, "%v", err)
 	}
 	defer f.Close()
 	NewTable(f) // warm debug/elf's section caches

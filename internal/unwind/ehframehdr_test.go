@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // TestEHFrameHdrRecovers breaks the length of a record in the middle of
@@ -12,7 +14,7 @@ import (
 func TestEHFrameHdrRecovers(t *testing.T) {
 	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
-		t.Skip(err)
+		testutil.Skipf(t, "%v", err)
 	}
 	defer f.Close()
 	eh, hdr := f.Section(".eh_frame"), f.Section(".eh_frame_hdr")
