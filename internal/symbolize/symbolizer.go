@@ -225,10 +225,29 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	}
 	p := s.process(pid)
 	s.checkExec(p, false)
-	infos := slices.Grow(s.infos[:0], len(userIPs))[:len(userIPs)]
-	todo, maps := s.todo[:0], s.todoMaps[:0]
 	for i, addr := range userIPs {
 		fi, m := s.resolveCached(p, lookupAddr(i, addr))
+		if m != nil {
+			return &Stack{Frames: s.stackRead(frames, pid, p, userIPs[i:], i, m)}
+		}
+		frames = s.appendFrames(frames, addr, &fi, false)
+	}
+	s.mu.Unlock()
+	return &Stack{Frames: frames}
+}
+
+// stackRead appends the frames of userIPs, the user stack from index
+// first on, whose first address needs its mapping m read:
+// it looks the others up in the process table, releases s.mu while the
+// binaries of those that need it are read and their lines found
+// (resolveIn), then takes it again to fill the address cache and count
+// the frames, and releases it. The caller holds s.mu.
+func (s *Symbolizer) stackRead(frames []Frame, pid uint32, p *process, userIPs []uint64, first int, m *procMapping) []Frame {
+	la := func(i int) uint64 { return lookupAddr(first+i, userIPs[i]) }
+	infos := slices.Grow(s.infos[:0], len(userIPs))[:len(userIPs)]
+	todo, maps := append(s.todo[:0], 0), append(s.todoMaps[:0], m)
+	for i := 1; i < len(userIPs); i++ {
+		fi, m := s.resolveCached(p, la(i))
 		if m == nil {
 			infos[i] = fi
 			continue
@@ -238,9 +257,9 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	}
 	s.mu.Unlock()
 	for j, i := range todo {
-		addr := lookupAddr(i, userIPs[i])
-		if k := sameAddr(userIPs, todo[:j], addr); k >= 0 {
-			infos[i] = infos[k] // a recursion's second frame: named already
+		addr := la(i)
+		if k := slices.IndexFunc(todo[:j], func(k int) bool { return la(k) == addr }); k >= 0 {
+			infos[i] = infos[todo[k]] // a recursion's second frame: named already
 			continue
 		}
 		infos[i] = s.resolveIn(pid, maps[j], addr)
@@ -248,7 +267,7 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, i := range todo {
-		p.cache[lookupAddr(i, userIPs[i])] = infos[i]
+		p.cache[la(i)] = infos[i]
 	}
 	for i, addr := range userIPs {
 		frames = s.appendFrames(frames, addr, &infos[i], false)
@@ -256,18 +275,7 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	clear(infos)
 	clear(maps)
 	s.infos, s.todo, s.todoMaps = infos, todo, maps
-	return &Stack{Frames: frames}
-}
-
-// sameAddr returns the index in userIPs, among those of done, whose
-// lookup address is addr, or -1.
-func sameAddr(userIPs []uint64, done []int, addr uint64) int {
-	for _, k := range done {
-		if lookupAddr(k, userIPs[k]) == addr {
-			return k
-		}
-	}
-	return -1
+	return frames
 }
 
 // lookupAddr returns the address to look up for the i-th frame (leaf
