@@ -25,25 +25,40 @@ type proc struct {
 	stderr strings.Builder
 	grew   chan struct{} // receives after each stderr line
 	done   chan struct{} // closed when the process has exited
+	eof    chan struct{} // closed when its stderr has ended
 	code   int
 }
 
 // startGprofile starts gprofile with args (extra set on cmd first, if not
-// nil) and reads its stderr; the test's cleanup kills it.
+// nil) and reads its stderr; the test's cleanup kills it (and its process
+// group, when extra gave it one: the command of -- CMD with it).
 func startGprofile(t *testing.T, extra func(*exec.Cmd), args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(buildGprofile(t), args...), grew: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &proc{t: t, cmd: exec.Command(buildGprofile(t), args...), grew: make(chan struct{}, 1), done: make(chan struct{}), eof: make(chan struct{})}
 	if extra != nil {
 		extra(p.cmd)
 	}
-	r, err := p.cmd.StderrPipe()
+	// An *os.File as stderr: Wait does not wait for the pipe's end, which
+	// a command gprofile started may hold open after gprofile exits.
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	p.cmd.Stderr = w
+	err = p.cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+	t.Cleanup(func() {
+		if attr := p.cmd.SysProcAttr; attr != nil && attr.Setpgid {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+		p.cmd.Process.Kill()
+		<-p.done
+		r.Close()
+	})
 	go func() {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
@@ -55,6 +70,9 @@ func startGprofile(t *testing.T, extra func(*exec.Cmd), args ...string) *proc {
 			default:
 			}
 		}
+		close(p.eof)
+	}()
+	go func() {
 		p.cmd.Wait()
 		p.code = p.cmd.ProcessState.ExitCode()
 		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -80,6 +98,10 @@ func (p *proc) waitFor(s string, d time.Duration) {
 		select {
 		case <-p.grew:
 		case <-p.done:
+			select { // the last lines, or a command still holding stderr
+			case <-p.eof:
+			case <-time.After(time.Second):
+			}
 			if !strings.Contains(p.said(), s) {
 				p.t.Fatalf("gprofile exited (%d) without saying %q:\n%s", p.code, s, p.said())
 			}
@@ -95,6 +117,10 @@ func (p *proc) wait(d time.Duration) int {
 	p.t.Helper()
 	select {
 	case <-p.done:
+		select { // the last lines, or a command still holding stderr
+		case <-p.eof:
+		case <-time.After(time.Second):
+		}
 		return p.code
 	case <-time.After(d):
 		p.t.Fatalf("gprofile still runs after %v:\n%s", d, p.said())
