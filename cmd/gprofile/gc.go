@@ -10,13 +10,11 @@ import (
 // GOGC while the live heap is small, and once it is large. Short runs
 // pay mostly for start-up, which allocates in bursts (binaries, DWARF,
 // maps) from a small heap that Go's default 100 collects every few MB:
-// at 200 a 3 s run at 999 Hz on 2 CPUs takes 17 µs of CPU per sample
-// instead of 21 (at 4999 Hz 5.3 instead of 6.5; 50, the old setting: 21
-// and 6.5), and the 60 s run at 999 Hz peaks at 38 MB of RSS instead of
-// 33. Long whole-system runs that cache many processes and binaries hold
-// more: past gcLargeHeap of live heap, 50 keeps RSS near it (a 180 s
-// soak with process churn: 96 MB of RSS at 200, 66 at 50). Measured
-// 2026-11-22 on bench/workload.c and bench/soak.sh.
+// a higher GOGC then costs less CPU per sample for a little more RSS.
+// Long whole-system runs that cache many processes and binaries hold
+// more: past gcLargeHeap of live heap, a lower GOGC keeps RSS near it.
+// bench/run.sh measures the first (profiler CPU µs/sample and peak RSS
+// in BENCHMARKS.md), bench/soak.sh the second (bench/SOAK.md).
 const (
 	gcPercentSmall = 200
 	gcPercentLarge = 50
