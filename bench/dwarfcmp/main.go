@@ -74,10 +74,14 @@ func main() {
 			continue
 		}
 		argv := subst(w.run, bin, *secs)
-		gArgs := append(append([]string{"-E", "-o", "-", "-f", "999", "-q"}, extra...), "--")
-		folded, err := exec.Command(*gp, append(gArgs, argv...)...).Output()
-		g := "error: " + fmt.Sprint(err)
-		if err == nil {
+		out := filepath.Join(dir, "g.folded") // stdout is the workload's
+		gArgs := append(append([]string{"-E", "-o", out, "-f", "999", "-q"}, extra...), "--")
+		g := "error: "
+		if msg, err := exec.Command(*gp, append(gArgs, argv...)...).CombinedOutput(); err != nil {
+			g += fmt.Sprint(err) + " " + firstLine(msg)
+		} else if folded, err := os.ReadFile(out); err != nil {
+			g += err.Error()
+		} else {
 			g = score(foldedStacks(folded, filepath.Base(bin)), w)
 		}
 		p := perfScore(*perf, dir, argv, filepath.Base(bin), w)
