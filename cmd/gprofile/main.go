@@ -30,6 +30,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "check" {
 		checkMain(os.Args[2:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == "stat" {
+		statMain(os.Args[2:])
+	}
 	startGCTuning() // until gprofile exits
 	// A write to a closed pipe returns EPIPE instead of killing gprofile
 	// (Go's default for stdout), so that it can stop and say so, the same

@@ -74,10 +74,19 @@ func noPMU(err error) bool {
 		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENXIO)
 }
 
-// writeAttr prints attr field by field, the way `perf record -vv` does,
-// leaving out zero fields.
-func writeAttr(w io.Writer, cpu int, attr *unix.PerfEventAttr) {
-	fmt.Fprintf(w, "perf_event_attr (cpu %d):\n", cpu)
+// WriteAttr prints attr field by field, the way `perf record -vv` does,
+// leaving out zero fields, then the perf_event_open call it is opened
+// with: pid (-1: every task), cpu (-1: every CPU) and groupFD (-1: its
+// own group leader). gprofile's -v and `gprofile stat -v` print it.
+func WriteAttr(w io.Writer, attr *unix.PerfEventAttr, pid, cpu, groupFD int) {
+	switch {
+	case pid == -1:
+		fmt.Fprintf(w, "perf_event_attr (cpu %d):\n", cpu)
+	case cpu == -1:
+		fmt.Fprintf(w, "perf_event_attr (pid %d):\n", pid)
+	default:
+		fmt.Fprintf(w, "perf_event_attr (pid %d, cpu %d):\n", pid, cpu)
+	}
 	row := func(name string, v uint64) {
 		if v != 0 {
 			fmt.Fprintf(w, "  %-32s %d\n", name, v)
@@ -96,7 +105,7 @@ func writeAttr(w io.Writer, cpu int, attr *unix.PerfEventAttr) {
 	}
 	row("wakeup_events", uint64(attr.Wakeup))
 	row("sample_max_stack", uint64(attr.Sample_max_stack))
-	fmt.Fprintf(w, "  perf_event_open(pid -1, cpu %d, group_fd -1, flags FD_CLOEXEC)\n", cpu)
+	fmt.Fprintf(w, "  perf_event_open(pid %d, cpu %d, group_fd %d, flags FD_CLOEXEC)\n", pid, cpu, groupFD)
 }
 
 var attrBits = []struct {
@@ -111,4 +120,5 @@ var attrBits = []struct {
 	{"exclude_idle", unix.PerfBitExcludeIdle},
 	{"freq", unix.PerfBitFreq},
 	{"enable_on_exec", unix.PerfBitEnableOnExec},
+	{"exclude_guest", unix.PerfBitExcludeGuest},
 }

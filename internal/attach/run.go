@@ -50,7 +50,7 @@ func (s *Sampler) openEvents() error {
 			fd, err = openPerfEvent(attr, cpu)
 		}
 		if s.cfg.Verbose != nil {
-			writeAttr(s.cfg.Verbose, cpu, attr)
+			WriteAttr(s.cfg.Verbose, attr, -1, cpu, -1)
 			fmt.Fprintf(s.cfg.Verbose, "  = fd %d, err %v\n", fd, err)
 		}
 		if err != nil {

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/counter"
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// statCSV runs `tool stat -x, ARGS` (tool is gprofile or perf) and
+// returns the counts by event name (NaN for <not supported> or <not
+// counted>) and the exit status.
+func statCSV(t *testing.T, tool string, args ...string) (map[string]float64, int) {
+	t.Helper()
+	cmd := exec.Command(tool, append([]string{"stat", "-x,"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s stat: %v", tool, err)
+	}
+	counts := map[string]float64{}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 4 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			v = math.NaN()
+		}
+		counts[f[2]] = v
+	}
+	return counts, code
+}
+
+// within fails t when got is not within frac of want.
+func within(t *testing.T, what string, got, want, frac float64) {
+	t.Helper()
+	if math.IsNaN(got) || math.Abs(got-want) > frac*want {
+		t.Errorf("%s: gprofile stat %.2f, perf stat %.2f: more than %.0f%% apart", what, got, want, 100*frac)
+	} else {
+		t.Logf("%s: gprofile stat %.2f, perf stat %.2f", what, got, want)
+	}
+}
+
+func statSetup(t *testing.T) (gp, perf, work string) {
+	testutil.RequirePrivileges(t)
+	perf = testutil.RequireTool(t, "perf", "the reference counts")
+	return buildGprofile(t), perf, testutil.BuildC(t, "testdata/statwork.c", "-O2")
+}
+
+// TestStatVsPerf counts the page faults of a program that touches 20,000
+// pages and the task-clock of a fixed CPU loop with both tools: within 2 %
+// and 5 % (means of 5 runs each).
+func TestStatVsPerf(t *testing.T) {
+	gp, perf, work := statSetup(t)
+	args := []string{"-r", "5", "-e", "page-faults,task-clock", "--", work, "touch", "20000"}
+	g, _ := statCSV(t, gp, args...)
+	p, _ := statCSV(t, perf, args...)
+	if p["page-faults"] < 20000 {
+		t.Fatalf("perf counts %v page faults for 20000 pages touched", p["page-faults"])
+	}
+	within(t, "page-faults", g["page-faults"], p["page-faults"], 0.02)
+	args = []string{"-r", "5", "-e", "task-clock", "--", work, "spin", "150"}
+	g, _ = statCSV(t, gp, args...)
+	p, _ = statCSV(t, perf, args...)
+	within(t, "task-clock (msec)", g["task-clock"], p["task-clock"], 0.05)
+}
+
+// TestStatChildren: 4 children that touch 5,000 pages each are counted
+// (inherit), as perf counts them.
+func TestStatChildren(t *testing.T) {
+	gp, perf, work := statSetup(t)
+	args := []string{"-e", "page-faults", "--", work, "fork", "4", "5000"}
+	g, _ := statCSV(t, gp, args...)
+	p, _ := statCSV(t, perf, args...)
+	if g["page-faults"] < 4*5000 {
+		t.Errorf("gprofile stat counts %v page faults; the children alone touch 20000 pages", g["page-faults"])
+	}
+	within(t, "page-faults with 4 children", g["page-faults"], p["page-faults"], 0.02)
+}
+
+// TestStatSleeps: 100 sleeps are at least 100 context switches, and as
+// many sched:sched_switch hits (a tracepoint counted).
+func TestStatSleeps(t *testing.T) {
+	gp, _, work := statSetup(t)
+	g, _ := statCSV(t, gp, "-e", "context-switches,sched:sched_switch", "--", work, "sleep", "100")
+	for _, ev := range []string{"context-switches", "sched:sched_switch"} {
+		if !(g[ev] >= 100) {
+			t.Errorf("%s = %v for 100 sleeps, want at least 100", ev, g[ev])
+		}
+	}
+}
+
+// TestStatExitStatus: gprofile stat exits with the command's status (127
+// when it does not exist), and still prints the counts.
+func TestStatExitStatus(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	g, code := statCSV(t, gp, "-e", "task-clock", "--", "sh", "-c", "exit 7")
+	if code != 7 {
+		t.Errorf("exit status %d, want the command's 7", code)
+	}
+	if !(g["task-clock"] > 0) {
+		t.Errorf("no task-clock printed for a command that failed: %v", g)
+	}
+	if _, code := statCSV(t, gp, "--", "/nonexistent/cmd"); code != 127 {
+		t.Errorf("exit status %d for a missing command, want 127", code)
+	}
+	if _, code := statCSV(t, gp, "-e", "no-such-event", "--", "true"); code != 2 {
+		t.Errorf("exit status %d for an unknown event, want 2", code)
+	}
+}
+
+// TestStatNotSupported: without a hardware PMU (this VM, most CI
+// machines) cycles is <not supported> and the software events still
+// count; with one, cycles counts.
+func TestStatNotSupported(t *testing.T) {
+	gp, _, work := statSetup(t)
+	out, err := exec.Command(gp, "stat", "-e", "cycles,page-faults", "--", work, "touch", "100").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gprofile stat: %v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "page-faults") || strings.Contains(s, "<not supported>      page-faults") {
+		t.Errorf("page-faults not counted:\n%s", s)
+	}
+	if hasPMU() {
+		if strings.Contains(s, "<not supported>") {
+			t.Errorf("cycles not supported on a machine with a PMU:\n%s", s)
+		}
+		return
+	}
+	if !strings.Contains(s, "   <not supported>      cycles") || !strings.Contains(s, "<not supported> cycles: no hardware PMU here") {
+		t.Errorf("no <not supported> line with its reason for cycles:\n%s", s)
+	}
+}
+
+// hasPMU reports whether perf_event_open accepts the cycles event here,
+// asked of the kernel independently of gprofile stat's printing.
+func hasPMU() bool {
+	specs, err := counter.ParseList("cycles", attach.ParseEvent)
+	if err != nil {
+		return false
+	}
+	set, err := counter.Open(specs, counter.Target{CPUs: []int{0}}, nil)
+	if err != nil {
+		return false
+	}
+	defer set.Close()
+	c, err := set.Read()
+	return err == nil && c[0].Unsupported == nil
+}

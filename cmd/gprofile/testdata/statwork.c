@@ -1,0 +1,50 @@
+// Test workload for gprofile stat, deterministic in what it counts:
+//   statwork touch N      touches N fresh anonymous pages (N page faults)
+//   statwork fork K N     forks K children that each touch N pages
+//   statwork sleep N      sleeps 1 ms N times (N context switches at least)
+//   statwork spin N       N million iterations of a dependent loop (CPU time)
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void touch(long pages)
+{
+	char *p = mmap(NULL, pages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		exit(1);
+	for (long i = 0; i < pages; i++)
+		((volatile char *)p)[i * 4096] = 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3)
+		return 2;
+	long n = atol(argv[argc - 1]);
+	if (!strcmp(argv[1], "touch")) {
+		touch(n);
+	} else if (!strcmp(argv[1], "fork") && argc == 4) {
+		int k = atoi(argv[2]);
+		for (int i = 0; i < k; i++)
+			if (fork() == 0) {
+				touch(n);
+				_exit(0);
+			}
+		while (wait(NULL) > 0)
+			;
+	} else if (!strcmp(argv[1], "sleep")) {
+		struct timespec ts = {0, 1000000};
+		for (long i = 0; i < n; i++)
+			nanosleep(&ts, NULL);
+	} else if (!strcmp(argv[1], "spin")) {
+		volatile unsigned long x = 1;
+		for (long i = 0; i < n * 1000000; i++)
+			x = x * 6364136223846793005UL + 1;
+	} else {
+		return 2;
+	}
+	return 0;
+}
