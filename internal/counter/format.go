@@ -78,8 +78,8 @@ func relPct(mean, stderr float64) float64 {
 
 // line is one event's printable state.
 type line struct {
-	name        string // as given
-	canon       string // canonical, for the metric
+	name        string  // as given
+	canon       string  // canonical, for the metric
 	clock       bool    // task-clock or cpu-clock: ns, printed in msec
 	mean, noise float64 // mean scaled count, and its standard error in %
 	pct         float64 // % running of the last run
