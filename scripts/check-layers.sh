@@ -13,6 +13,7 @@ attach                 symbolize/... ksym
 symbolize/...          attach ksym
 ksym                   attach symbolize
 output                 attach ksym
+counter                symbolize/... ksym output recorder
 unwind                 symbolize
 symbolize/*            symbolize
 symbolize/srcline      symbolize/*

@@ -2,6 +2,7 @@ package counter
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/attach"
@@ -54,5 +55,29 @@ func TestAttr(t *testing.T) {
 	}
 	if cpu := Attr(specs, 0, Target{CPUs: []int{0}}); cpu.Bits != 1<<0|1<<20 {
 		t.Errorf("-a bits %#x: no inherit, no enable_on_exec", cpu.Bits)
+	}
+}
+
+// TestWriteAttr: -v prints perf stat's attr for a command field by field,
+// with the open call (attach.WriteAttr, shared with sampling's -v).
+func TestWriteAttr(t *testing.T) {
+	specs, err := ParseList("{task-clock,page-faults}", attach.ParseEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	attach.WriteAttr(&b, Attr(specs, 0, Target{PID: 123, Exec: true}), 123, -1, -1)
+	attach.WriteAttr(&b, Attr(specs, 1, Target{PID: 123, Exec: true}), 123, -1, 5)
+	for _, want := range []string{
+		"perf_event_attr (pid 123):\n",
+		"  read_format                      3\n",
+		"  enable_on_exec                   1\n",
+		"  exclude_guest                    1\n",
+		"  perf_event_open(pid 123, cpu -1, group_fd -1, flags FD_CLOEXEC)\n",
+		"  perf_event_open(pid 123, cpu -1, group_fd 5, flags FD_CLOEXEC)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("attr dump lacks %q:\n%s", want, b.String())
+		}
 	}
 }
