@@ -76,6 +76,7 @@ Usage:
   gprofile [flags] -- CMD ARGS...  start CMD and profile it and its children
   gprofile view FILE [--http ADDR] pprof's web UI for a profile
   gprofile check [-p PID]          what this machine (and PID's binaries) lack for a complete profile
+  gprofile stat [-e EVENTS] -- CMD count events as perf stat (gprofile stat -h)
 
 Examples:
   sudo gprofile -f 99 -d 10              whole system for 10 s, writes gprofile.pb.gz
