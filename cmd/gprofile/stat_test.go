@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,7 +63,8 @@ func statSetup(t *testing.T) (gp, perf, work string) {
 
 // TestStatVsPerf counts the page faults of a program that touches 20,000
 // pages and the task-clock of a fixed CPU loop with both tools: within 2 %
-// and 5 % (means of 5 runs each).
+// and 5 % (page faults: means of 5 runs; task-clock: medians of 7
+// alternating runs).
 func TestStatVsPerf(t *testing.T) {
 	gp, perf, work := statSetup(t)
 	args := []string{"-r", "5", "-e", "page-faults,task-clock", "--", work, "touch", "20000"}
@@ -72,10 +74,22 @@ func TestStatVsPerf(t *testing.T) {
 		t.Fatalf("perf counts %v page faults for 20000 pages touched", p["page-faults"])
 	}
 	within(t, "page-faults", g["page-faults"], p["page-faults"], 0.02)
-	args = []string{"-r", "5", "-e", "task-clock", "--", work, "spin", "150"}
-	g, _ = statCSV(t, gp, args...)
-	p, _ = statCSV(t, perf, args...)
-	within(t, "task-clock (msec)", g["task-clock"], p["task-clock"], 0.05)
+	// task-clock of a CPU loop: runs of the two tools alternate, so that
+	// what else the machine does weighs on both; medians of 7.
+	var gs, ps []float64
+	for range 7 {
+		args = []string{"-e", "task-clock", "--", work, "spin", "150"}
+		g, _ = statCSV(t, gp, args...)
+		p, _ = statCSV(t, perf, args...)
+		gs, ps = append(gs, g["task-clock"]), append(ps, p["task-clock"])
+	}
+	within(t, "task-clock (msec, median of 7)", median(gs), median(ps), 0.05)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // TestStatChildren: 4 children that touch 5,000 pages each are counted
