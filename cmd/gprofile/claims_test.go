@@ -47,18 +47,24 @@ func TestCommandStdio(t *testing.T) {
 
 // TestCommandInterrupt: Ctrl-C (SIGINT to the terminal's foreground
 // process group, gprofile and the command) reaches the command, which
-// handles it and exits with its own status, and SIGTERM to gprofile alone
-// is forwarded to it; either way gprofile waits for the command, exits
-// with its status and writes the profile.
+// handles it and exits with its own status, and SIGINT or SIGTERM to
+// gprofile alone is forwarded to it; either way gprofile waits for the
+// command, exits with its status and writes the profile. The command's
+// trap ignores a repeat, as the group's SIGINT reaches it twice (from the
+// terminal and from gprofile).
 func TestCommandInterrupt(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	for _, c := range []struct {
 		sig   syscall.Signal
 		group bool // to the process group, as a terminal's Ctrl-C
-	}{{syscall.SIGINT, true}, {syscall.SIGTERM, false}} {
-		t.Run(c.sig.String(), func(t *testing.T) {
+	}{{syscall.SIGINT, true}, {syscall.SIGINT, false}, {syscall.SIGTERM, false}} {
+		name := c.sig.String()
+		if c.group {
+			name += " to the group"
+		}
+		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cmd.pb.gz")
-			script := `trap 'echo "caught $SIG"; exit 7' $SIG; echo ready; while :; do sleep 0.05; done`
+			script := `trap 'trap "" $SIG; echo "caught $SIG"; exit 7' $SIG; echo ready; while :; do sleep 0.05; done`
 			script = strings.ReplaceAll(script, "$SIG", strings.TrimPrefix(unix.SignalName(c.sig), "SIG"))
 			cmd := exec.Command(buildGprofile(t), "-o", path, "--", "sh", "-c", script)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // a group of its own, as a shell's job

@@ -29,10 +29,12 @@ func (i *interrupts) abort(now time.Time) bool {
 }
 
 // handleSignals acts on SIGINT and SIGTERM until sigs is closed. The
-// first stops sampling (cancel); with a command (kid not nil), SIGINT is
-// left to the command (a terminal sends it to both) and SIGTERM is passed
-// on to it, and profiling ends when it exits; a note says so when the
-// command still runs a second later. A repeat after repeatWindow aborts:
+// first stops sampling (cancel); with a command (kid not nil), it is
+// passed on to the command, and profiling ends when the command exits; a
+// note says so when it still runs a second later. A signal sent to
+// gprofile alone (kill -INT PID) thus reaches the command as under perf;
+// a terminal's Ctrl-C, which its process group gets too, reaches it twice
+// within microseconds. A repeat after repeatWindow aborts:
 // the unfinished output is removed, the command gets SIGTERM, and
 // gprofile exits 130.
 func handleSignals(sigs <-chan os.Signal, cancel func(), out *outFile, kid *child) {
@@ -49,9 +51,7 @@ func handleSignals(sigs <-chan os.Signal, cancel func(), out *outFile, kid *chil
 				case kid == nil:
 					cancel()
 				case n == 1:
-					if sig == syscall.SIGTERM {
-						kid.cmd.Process.Signal(sig)
-					}
+					kid.cmd.Process.Signal(sig)
 					waiting = time.After(repeatWindow)
 				}
 				continue

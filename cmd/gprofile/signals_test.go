@@ -121,9 +121,9 @@ func TestDoubleInterrupt(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "twice.pb.gz")
-	script := `trap "" INT; echo ready; while :; do sleep 0.05; done`
+	script := `trap "" INT; echo ready >&2; while :; do sleep 0.05; done`
 	p := startGprofile(t, func(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }, "-v", "-o", path, "--", "sh", "-c", script)
-	p.waitFor("gprofile: sampling started", 30*time.Second)
+	p.waitFor("\nready\n", 30*time.Second) // its trap is set (the first SIGINT is passed on to it)
 	p.cmd.Process.Signal(syscall.SIGINT)
 	p.waitFor("waiting for the command", 10*time.Second)
 	p.cmd.Process.Signal(syscall.SIGINT)
