@@ -176,3 +176,29 @@ func hasPMU() bool {
 	c, err := set.Read()
 	return err == nil && c[0].Unsupported == nil
 }
+
+// TestStatPidAndAll: -p counts a running process until it exits; -a
+// counts cpu-clock on every online CPU (CPUs × elapsed, within 10 %).
+func TestStatPidAndAll(t *testing.T) {
+	gp, _, work := statSetup(t)
+	sleeper := exec.Command(work, "sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { sleeper.Wait(); close(done) }()
+	defer func() { sleeper.Process.Kill(); <-done }()
+	g, code := statCSV(t, gp, "-p", strconv.Itoa(sleeper.Process.Pid), "-e", "context-switches")
+	if code != 0 || !(g["context-switches"] >= 100) {
+		t.Errorf("-p: exit %d, %v context switches of a process sleeping 300 times (want at least 100)", code, g["context-switches"])
+	}
+	cpus, err := attach.OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ = statCSV(t, gp, "-a", "-e", "cpu-clock", "--", "sleep", "0.5")
+	want := float64(len(cpus)) * 500
+	if math.Abs(g["cpu-clock"]-want) > 0.1*want {
+		t.Errorf("-a: cpu-clock %.1f msec over 0.5 s, want about %.0f (%d CPUs)", g["cpu-clock"], want, len(cpus))
+	}
+}
