@@ -173,8 +173,9 @@ func runStat(o *statOptions) (int, error) {
 		out = f
 	}
 	// Ctrl-C reaches the command (same terminal process group) and ends
-	// it; gprofile stays to print, as perf stat does. With -p or -a and no
-	// command it ends the count.
+	// it; gprofile stays to print, as perf stat does, and passes a signal
+	// sent to gprofile alone on to the command (waitForwarding). With -p
+	// or -a and no command it ends the count.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -227,7 +228,7 @@ func statTarget(o *statOptions) string {
 // reads. It returns the counts, the elapsed seconds and the exit status.
 func statOnce(o *statOptions, specs []counter.Spec, verbose io.Writer, sigs <-chan os.Signal, res *counter.Result) ([]counter.Count, float64, int, error) {
 	if o.pid == 0 && !o.all {
-		return statCommand(o, specs, verbose, res)
+		return statCommand(o, specs, verbose, sigs, res)
 	}
 	t := counter.Target{PID: o.pid}
 	if o.all {
@@ -258,7 +259,7 @@ func statOnce(o *statOptions, specs []counter.Spec, verbose io.Writer, sigs <-ch
 
 // statCommand runs the command from gprofile's child gate with counters
 // enabled by the kernel at its exec.
-func statCommand(o *statOptions, specs []counter.Spec, verbose io.Writer, res *counter.Result) ([]counter.Count, float64, int, error) {
+func statCommand(o *statOptions, specs []counter.Spec, verbose io.Writer, sigs <-chan os.Signal, res *counter.Result) ([]counter.Count, float64, int, error) {
 	ch, err := startChild(o.command)
 	if err != nil {
 		return nil, 0, 0, err
@@ -275,7 +276,7 @@ func statCommand(o *statOptions, specs []counter.Spec, verbose io.Writer, res *c
 		ch.kill()
 		return nil, 0, 0, fmt.Errorf("start %s: %w", o.command[0], err)
 	}
-	werr := ch.cmd.Wait()
+	werr := waitForwarding(ch.cmd, sigs)
 	secs := time.Since(start).Seconds()
 	counts, err := set.Read()
 	if ru, ok := ch.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
@@ -300,6 +301,31 @@ func waitGate(pid int) {
 	}
 }
 
+// forwardDelay is how long a SIGINT or SIGTERM to gprofile waits before
+// it is passed on to the command: a terminal's Ctrl-C reaches both, and
+// the command should not get it twice.
+const forwardDelay = 100 * time.Millisecond
+
+// waitForwarding waits for cmd, passing on to it each SIGINT or SIGTERM
+// gprofile gets that has not ended it within forwardDelay.
+func waitForwarding(cmd *exec.Cmd, sigs <-chan os.Signal) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case sig := <-sigs:
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(forwardDelay):
+				cmd.Process.Signal(sig)
+			}
+		}
+	}
+}
+
 // statWait waits for the end of a -p or -a count: the command's exit,
 // Ctrl-C, or (-p) the process's exit.
 func statWait(o *statOptions, sigs <-chan os.Signal) (int, error) {
@@ -312,7 +338,7 @@ func statWait(o *statOptions, sigs <-chan os.Signal) (int, error) {
 			}
 			return 0, err
 		}
-		return exitCode(cmd.Wait()), nil
+		return exitCode(waitForwarding(cmd, sigs)), nil
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

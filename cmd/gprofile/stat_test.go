@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"math"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/counter"
@@ -200,5 +202,36 @@ func TestStatPidAndAll(t *testing.T) {
 	want := float64(len(cpus)) * 500
 	if math.Abs(g["cpu-clock"]-want) > 0.1*want {
 		t.Errorf("-a: cpu-clock %.1f msec over 0.5 s, want about %.0f (%d CPUs)", g["cpu-clock"], want, len(cpus))
+	}
+}
+
+// TestStatInterrupt: SIGINT to gprofile stat alone is passed on to the
+// command, which ends; the counts are printed and the status is the
+// command's (130, killed by SIGINT).
+func TestStatInterrupt(t *testing.T) {
+	gp, _, work := statSetup(t)
+	cmd := exec.Command(gp, "stat", "-e", "context-switches", "--", work, "sleep", "1000000")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("exit %v, want 130 (the command killed by SIGINT)", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("gprofile stat still runs 10 s after SIGINT")
+	}
+	if !strings.Contains(stderr.String(), "context-switches") {
+		t.Errorf("no counts printed after SIGINT:\n%s", stderr.String())
 	}
 }
