@@ -132,11 +132,7 @@ func TestDwarfFramelessLeaf(t *testing.T) {
 		dwarfCheck(t, out, symComm(bin), "", "main", "chain_a", "chain_b", "chain_c")
 	})
 	t.Run("go", func(t *testing.T) {
-		gobin := testutil.RequireTool(t, "go")
-		bin := filepath.Join(t.TempDir(), "goleaf")
-		if b, err := exec.Command(gobin, "build", "-o", bin, dwarfSrc+"goleaf.go").CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, b)
-		}
+		bin := testutil.BuildGo(t, dwarfSrc+"goleaf.go")
 		out := dwarfProfile(t, bin, "1.5")
 		dwarfCheck(t, out, symComm(bin), "main.leaf", "runtime.main", "main.main", "main.outer", "main.middle", "main.leaf")
 	})
@@ -209,11 +205,7 @@ func TestDwarfShortLived(t *testing.T) {
 // TestDwarfGo: a Go program's goroutine unwinds to runtime.goexit.
 func TestDwarfGo(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	gobin := testutil.RequireTool(t, "go")
-	bin := filepath.Join(t.TempDir(), "gowork")
-	if b, err := exec.Command(gobin, "build", "-o", bin, symSrc+"gowork.go").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bin := testutil.BuildGo(t, symSrc+"gowork.go")
 	out := dwarfProfile(t, bin, "1.5")
 	dwarfCheck(t, out, symComm(bin), "main.goSpin", "runtime.main", "main.main", "main.goOuter", "main.goMid", "main.goSpin")
 }

@@ -82,6 +82,31 @@ func BuildC(t testing.TB, src string, flags ...string) string {
 	return out
 }
 
+// BuildGo builds the Go program src (a .go file, or a directory of one
+// package main, usually under testdata/) with go build and the given
+// flags into t.TempDir() and returns the binary's path, named after src.
+// It builds in GOPATH mode (GO111MODULE=off), so a testdata program needs
+// no go.mod and imports the standard library only. It skips t when go is
+// missing (see RequireTool).
+func BuildGo(t testing.TB, src string, flags ...string) string {
+	t.Helper()
+	gotool := RequireTool(t, "go")
+	name := filepath.Base(src)
+	out := filepath.Join(t.TempDir(), name[:len(name)-len(filepath.Ext(name))])
+	args := append(append([]string{"build"}, flags...), "-o", out)
+	cmd := exec.Command(gotool, append(args, ".")...)
+	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		cmd.Dir = src
+	} else {
+		cmd = exec.Command(gotool, append(args, src)...)
+	}
+	cmd.Env = append(os.Environ(), "GO111MODULE=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", cmd.Args[1:], err, b)
+	}
+	return out
+}
+
 // SetSysctl writes value to the sysctl name ("kernel.kptr_restrict", read
 // and written under /proc/sys) and returns restore, which writes the old
 // value back: call it as soon as the test is done with the new value

@@ -2,7 +2,6 @@ package unwind
 
 import (
 	"debug/elf"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -50,15 +49,7 @@ func TestBinariesAgainstReadelf(t *testing.T) {
 // the binary's path.
 func buildGoChain(t *testing.T, flags ...string) string {
 	t.Helper()
-	gotool := testutil.RequireTool(t, "go")
-	bin := filepath.Join(t.TempDir(), "gochain")
-	cmd := exec.Command(gotool, append(append([]string{"build"}, flags...), "-o", bin, ".")...)
-	cmd.Dir = "testdata/gochain"
-	cmd.Env = append(os.Environ(), "GO111MODULE=off")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return bin
+	return testutil.BuildGo(t, "testdata/gochain", flags...)
 }
 
 // checkGoTopFrames: in a Go binary, a walk ends as complete at

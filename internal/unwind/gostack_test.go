@@ -1,7 +1,6 @@
 package unwind
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,21 +15,13 @@ import (
 // chain from the leaf to the goroutine's entry and end as complete at
 // runtime.goexit.
 func TestUnwindGoStack(t *testing.T) {
-	gotool := testutil.RequireTool(t, "go")
 	for _, tc := range []struct{ name, ldflags string }{
 		{"debug_frame", ""},
 		{"gopclntab", "-w"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			bin := filepath.Join(dir, "gostack")
-			cmd := exec.Command(gotool, "build", "-ldflags="+tc.ldflags, "-o", bin, ".")
-			cmd.Dir = "testdata/gostack"
-			cmd.Env = append(os.Environ(), "GO111MODULE=off")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("go build: %v\n%s", err, b)
-			}
-			out := filepath.Join(dir, "dump")
+			bin := testutil.BuildGo(t, "testdata/gostack", "-ldflags="+tc.ldflags)
+			out := filepath.Join(t.TempDir(), "dump")
 			if b, err := exec.Command(bin, out).CombinedOutput(); err != nil {
 				t.Fatalf("gostack: %v\n%s", err, b)
 			}
