@@ -344,18 +344,7 @@ func BenchmarkOpenSampler(b *testing.B) {
 	testutil.RequirePrivileges(b)
 	for _, cg := range []CallGraph{CallGraphFP, CallGraphDWARF} {
 		b.Run(cg.String(), func(b *testing.B) {
-			for range b.N {
-				s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: cg, Log: io.Discard})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Enable(); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchOpenEnableClose(b, Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: cg, Log: io.Discard})
 		})
 	}
 }
@@ -383,18 +372,25 @@ func BenchmarkOpenSamplerFollow(b *testing.B) {
 				hostEvents.tracefs = []string{filepath.Join(b.TempDir(), "absent")}
 				hostEvents.mount = func(string) error { return unix.EPERM }
 			}
-			for range b.N {
-				s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, PIDs: []uint32{uint32(os.Getpid())}, ReportExits: true, Log: io.Discard})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Enable(); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchOpenEnableClose(b, Config{FrequencyHz: 999, SoftwareEvent: true, PIDs: []uint32{uint32(os.Getpid())}, ReportExits: true, Log: io.Discard})
 		})
+	}
+}
+
+// benchOpenEnableClose opens a sampler with cfg, enables and closes it,
+// b.N times.
+func benchOpenEnableClose(b *testing.B, cfg Config) {
+	b.Helper()
+	for range b.N {
+		s, err := Open(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Enable(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
