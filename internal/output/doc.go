@@ -21,11 +21,7 @@
 // aggregating: TextWriter as readable text (one block per sample, kernel
 // and user frames), JSONWriter as JSON Lines (JSON_SCHEMA.md).
 //
-// The package reads stacks made by internal/symbolize and imports it for its
-// types only. It needs nothing from the kernel and no privileges. It caches
-// nothing between calls: an Aggregator holds one entry per distinct
-// (key, stack) until it is dropped (and its sorted entries once asked
-// for), the pprof, folded, flame graph and top writers build their tables
-// afresh on every call, and TextWriter and JSONWriter keep only the
-// buffer of their last line.
+// It reads stacks made by internal/symbolize (for its types only), needs
+// nothing from the kernel, and caches nothing between calls: an
+// Aggregator holds one entry per distinct (key, stack) until dropped.
 package output

@@ -18,7 +18,7 @@ import (
 type Host struct {
 	Proc, Sys string              // mount points of procfs and sysfs
 	Getenv    func(string) string // the environment (DEBUGINFOD_URLS)
-	Euid      int
+	Euid      int                 // effective user id (0: root)
 	// RingBuf probes BPF ring buffer support: nil when the kernel has
 	// it, an error wrapping ebpf.ErrNotSupported when not.
 	RingBuf func() error

@@ -47,6 +47,8 @@ type Config struct {
 // worker goroutine: output.Aggregator, output.TextWriter and
 // output.JSONWriter are sinks. The Record is valid only during the call.
 type Sink interface {
+	// Add takes one sample; an error stops the stream (Result.StreamErr),
+	// not the recording.
 	Add(r *output.Record) error
 }
 

@@ -60,6 +60,8 @@ type Object struct {
 // Object must be cheap (it is called once per frame) and must not retain
 // nor allocate in the steady state.
 type Process interface {
+	// Object returns the object that maps pc, and false when no mapping
+	// holds it (or the process is gone).
 	Object(pc uint64) (Object, bool)
 }
 

@@ -66,10 +66,10 @@ func (o *Options) debugDirs() []string {
 // by objcopy --only-keep-debug) whose .symtab and DWARF describe the
 // binary, at the binary's virtual addresses.
 type File struct {
-	Path   string
+	Path   string // where the debug file was found
 	file   *os.File
-	ELF    *elf.File
-	Reader *elfio.ReaderAt
+	ELF    *elf.File       // the debug file, parsed over Reader
+	Reader *elfio.ReaderAt // reads the debug file within a budget
 }
 
 // Close closes the file; it is a no-op on a nil *File.

@@ -25,7 +25,7 @@ const maxRangeWalk = 8
 // DWARF gives no lines, never a panic.
 type Table struct {
 	mu      sync.Mutex
-	D       *Data
+	D       *Data // the binary's DWARF sections, as NewTable was given them
 	indexed bool
 	partial bool      // the index holds only the units of .debug_aranges
 	ranges  []pcRange // CU ranges, sorted by lo; idx is into units

@@ -53,6 +53,10 @@ func NewReaderAt(r io.ReaderAt, budget int64) *ReaderAt {
 	return lr
 }
 
+// ReadAt implements io.ReaderAt: it reads len(p) bytes at off from the
+// wrapped reader, cut at the size when known (io.EOF past it), and
+// charges them to the budget; once the budget is spent it returns
+// ErrReadBudget and reads nothing.
 func (l *ReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errors.New("negative offset")

@@ -14,8 +14,8 @@ import (
 // binaries without DWARF; raw holds the bytes, shared with the inline
 // decoder (NewInlineLines).
 type Table struct {
-	File    *elf.File
-	Reader  *elfio.ReaderAt
+	File    *elf.File       // the binary, opened over Reader
+	Reader  *elfio.ReaderAt // reads .gopclntab within its budget
 	done    bool
 	tab     *gosym.Table
 	rawDone bool

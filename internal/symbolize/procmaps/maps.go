@@ -52,6 +52,9 @@ func (e *SyntaxError) Error() string {
 		e.Skipped, e.Line, e.Text)
 }
 
+// DeletedSuffix ends the path of a mapping whose file was deleted or
+// replaced since it was mapped (as the kernel prints it in
+// /proc/PID/maps); Parse keeps it off Entry.Path and sets Entry.Deleted.
 const DeletedSuffix = " (deleted)"
 
 // Parse parses /proc/PID/maps text into its entries, in file order
