@@ -51,8 +51,8 @@ func run(o *options) (int, error) {
 	}
 	bw := bufio.NewWriterSize(out.writer(), 1<<16)
 	cfg.Stream = newStreamer(o.format, bw)
-	// New opens the kernel symbol lookup in the background (about 2 ms;
-	// when it cannot load, kallsyms is listed instead, 40-70 ms) and
+	// New opens the kernel symbol lookup in the background (or, when it
+	// cannot load, lists kallsyms: BenchmarkOpenLookup, BenchmarkKallsymsRead) and
 	// starts sampling: -d counts from there, and the samples taken while
 	// kernel symbols finish loading wait in the ring buffer (sized for a
 	// quarter of a second of them).

@@ -66,9 +66,9 @@ type Config struct {
 	// The copy also ends at the first page that does not read.
 	StackWindow int
 	// StackBoundByVMA also ends the copy at the end of the VMA that holds
-	// sp (bpf_find_vma). Off by default: it cost about 3.4 µs of BPF
-	// time a sample and copied no fewer bytes (BENCHMARKS.md, "Whole user
-	// stacks"); kept to measure it again.
+	// sp (bpf_find_vma). Off by default: it costs BPF time every sample
+	// and copies no fewer bytes (bench/window/sweep.sh; BENCHMARKS.md,
+	// "Whole user stacks"); kept to measure it again.
 	StackBoundByVMA bool
 	// Log receives one-line notes (a missing fork tracepoint); nil
 	// discards them. The fallback to cpu-clock goes to Verbose.

@@ -25,7 +25,8 @@ const TruncatedFrame = "[truncated]"
 // it is queued, with the tables already built: the stack window (up to
 // 64 KiB, pointing into the ring buffer) then needs no copy, and the
 // queue carries user IPs as in frame-pointer mode. A sample that needs a
-// table not built yet (a binary's first samples: node's takes 230 ms), a
+// table not built yet (a binary's first samples; building a large one
+// such as node's is slow: BENCHMARKS.md, "Whole user stacks"), a
 // binary the symbolizer has not read, or the symbolizer's lock while the
 // worker holds it (symbolizing a new stack can take it for a while),
 // goes to the worker with a copy of its window, and the worker unwinds
@@ -46,8 +47,7 @@ type userStacks struct {
 }
 
 // maxDeferredBytes bounds the stack windows copied for the worker and not
-// unwound yet: 8 MiB, about 800 samples of 10 KiB, 0.4 s of both CPUs at
-// 999 Hz.
+// unwound yet: 8 MiB, about 800 windows of 10 KiB.
 const maxDeferredBytes = 8 << 20
 
 // newUserStacks returns the reader's userStacks or (worker) the

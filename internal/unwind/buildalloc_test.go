@@ -10,9 +10,9 @@ import (
 
 // TestBuildLibcAllocs bounds what building libc's table allocates: the
 // builder reuses its CFA machine and FDE record from FDE to FDE and sizes
-// its row slices up front (it allocated 11 MB in 13k allocations before
-// it did; 1 MB in about 100 since). Bytes and counts do not depend on the
-// machine's load, unlike BenchmarkBuildLibc's time.
+// its row slices up front (BENCHMARKS.md, "User stack unwinding", has
+// before and after). Bytes and counts do not depend on the machine's
+// load, unlike BenchmarkBuildLibc's time.
 func TestBuildLibcAllocs(t *testing.T) {
 	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {

@@ -10,8 +10,8 @@ const (
 	// DefaultMaxFrames bounds a stack: 4096 frames (32 KiB of dst), four
 	// times the 1024 deep stacks gprofile must keep whole.
 	DefaultMaxFrames = 4096
-	// DefaultCacheBytes bounds the tables held: 64 MiB (Debian 12's libc
-	// takes 182 KB, node 3.4 MB; see BenchmarkBuildLibc).
+	// DefaultCacheBytes bounds the tables held: 64 MiB, many times a
+	// libc's or node's table (BenchmarkBuildLibc reports its bytes).
 	DefaultCacheBytes = 64 << 20
 )
 
