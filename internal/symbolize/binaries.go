@@ -82,7 +82,7 @@ func (s *Symbolizer) opening(pid uint32, e *procmaps.Entry) opened {
 	return o
 }
 
-// set fills in m from o. The caller holds s.mu: m's resolution fields
+// set fills in m from o. The caller holds s.procs.mu: m's resolution fields
 // are written only under it, by Stack's goroutine, which alone may read
 // them without it (CodeAt reads them under it from the reader).
 func (m *procMapping) set(o opened) {
@@ -91,26 +91,26 @@ func (m *procMapping) set(o opened) {
 }
 
 // open fills in m from its file, on first use, reading the file with no
-// lock held. The caller does not hold s.mu.
+// lock held. The caller does not hold s.procs.mu.
 func (s *Symbolizer) open(pid uint32, m *procMapping) {
 	o := s.opening(pid, &m.entry)
-	s.mu.Lock()
+	s.procs.mu.Lock()
 	m.set(o)
-	s.mu.Unlock()
+	s.procs.mu.Unlock()
 }
 
-// openLocked is open for a caller that holds s.mu (on Stack's
+// openLocked is open for a caller that holds s.procs.mu (on Stack's
 // goroutine): a mapping without a file to read is filled in at once;
-// for a file, s.mu is released while it is read, so that the reader
+// for a file, s.procs.mu is released while it is read, so that the reader
 // goroutine goes on.
 func (s *Symbolizer) openLocked(pid uint32, m *procMapping) {
 	if !isFilePath(m.entry.Path) {
 		m.set(s.opening(pid, &m.entry))
 		return
 	}
-	s.mu.Unlock()
+	s.procs.mu.Unlock()
 	o := s.opening(pid, &m.entry)
-	s.mu.Lock()
+	s.procs.mu.Lock()
 	if !m.opened {
 		m.set(o)
 	}
@@ -146,7 +146,7 @@ func (s *Symbolizer) openMapped(pid uint32, e *procmaps.Entry, root *elfio.Root)
 	opts := debuginfo.Options{DebugDirs: s.debugDirs, Dir: filepath.Dir(e.Path), OrigDir: filepath.Dir(e.Path), CacheDir: s.cacheDir, Debuginfod: s.debuginfod, Fetch: s.fetch}
 	var firstErr error
 	if root == nil {
-		r, err := elfio.OpenRoot(s.procPath(pid, "root"))
+		r, err := elfio.OpenRoot(s.procs.path(pid, "root"))
 		if err != nil {
 			firstErr = err
 		} else {
@@ -181,7 +181,7 @@ func (s *Symbolizer) openMapped(pid uint32, e *procmaps.Entry, root *elfio.Root)
 		}
 	}
 	for _, name := range []string{fmt.Sprintf("map_files/%x-%x", e.Start, e.Limit), "exe"} {
-		f, err := elfio.OpenRegular(s.procPath(pid, name), elfio.MaxBinaryBytes)
+		f, err := elfio.OpenRegular(s.procs.path(pid, name), elfio.MaxBinaryBytes)
 		if err != nil {
 			firstErr = cmpErr(firstErr, err)
 			continue
@@ -249,7 +249,7 @@ func sameInode(f *os.File, ino uint64) bool {
 func (s *Symbolizer) vdsoFor(e *procmaps.Entry) *objfile.Binary {
 	if !s.vdsoTried {
 		s.vdsoTried = true
-		s.vdso, s.vdsoSize = loadVDSO(s.procRoot, &debuginfo.Options{DebugDirs: s.debugDirs, Debuginfod: s.debuginfod, Fetch: s.fetch})
+		s.vdso, s.vdsoSize = loadVDSO(s.procs.root, &debuginfo.Options{DebugDirs: s.debugDirs, Debuginfod: s.debuginfod, Fetch: s.fetch})
 	}
 	if s.vdso == nil || e.Limit-e.Start != s.vdsoSize {
 		return nil

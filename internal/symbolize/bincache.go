@@ -191,6 +191,27 @@ func (c *binCache) len() int {
 	return len(c.m)
 }
 
+// prepareAll opens the files of the mappings in fresh (see prepare),
+// through one handle on p's root. It is the process table's prepare:
+// the caller holds s.procs.mu.
+func (s *Symbolizer) prepareAll(p *process, fresh []*procMapping) {
+	var root *elfio.Root
+	for _, m := range fresh {
+		if !isFilePath(m.entry.Path) || s.bins.has(keyOf(&m.entry)) {
+			continue
+		}
+		if root == nil {
+			r, err := elfio.OpenRoot(s.procs.path(p.pid, "root"))
+			if err != nil {
+				return
+			}
+			root = r
+			defer root.Close()
+		}
+		s.prepare(p, m, root)
+	}
+}
+
 // prepare opens the file of a mapping just found in p's maps, through
 // root (p's root, or nil), unless it is cached already or too many files
 // are open: so that the binary can still be read when the process has
@@ -210,7 +231,7 @@ func (s *Symbolizer) prepare(p *process, m *procMapping, root *elfio.Root) {
 
 // binary returns the Binary of the file behind e, from the cache (read
 // now, once, if it was only opened) or read through process pid's view
-// of the file system. It runs on Stack's goroutine without s.mu.
+// of the file system. It runs on Stack's goroutine without s.procs.mu.
 func (s *Symbolizer) binary(pid uint32, e *procmaps.Entry) (*objfile.Binary, Reason) {
 	key := keyOf(e)
 	be := s.bins.get(key)
@@ -256,13 +277,7 @@ func (s *Symbolizer) buildIDOf(e *procmaps.Entry) string {
 
 // sweepBinaries drops the binaries that no cached process maps any more
 // (their processes were forgotten); see binCache.sweep. The caller holds
-// s.mu.
+// s.procs.mu.
 func (s *Symbolizer) sweepBinaries() {
-	used := make(map[binKey]bool)
-	for _, p := range s.procs {
-		for _, m := range p.maps {
-			used[keyOf(&m.entry)] = true
-		}
-	}
-	s.bins.sweep(s.now(), used)
+	s.bins.sweep(s.procs.now(), s.procs.usedBinaries())
 }

@@ -79,9 +79,9 @@ func (s *Symbolizer) BadReturnAddress(pid uint32, addr uint64) bool {
 	}
 	s.stackMu.Lock()
 	defer s.stackMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.procs[pid]
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
+	p := s.procs.m[pid]
 	if p == nil {
 		return false
 	}

@@ -67,19 +67,19 @@ const (
 // lock and a binary search.
 func (s *Symbolizer) CodeAt(pid uint32, addr uint64, how CodeLookup) (CodeObject, CodeStatus) {
 	if how == CodeTry {
-		if !s.mu.TryLock() {
+		if !s.procs.mu.TryLock() {
 			return CodeObject{}, CodeNotRead
 		}
 	} else {
-		s.mu.Lock()
+		s.procs.mu.Lock()
 	}
-	defer s.mu.Unlock()
-	p := s.process(pid)
+	defer s.procs.mu.Unlock()
+	p := s.procs.process(pid)
 	m := p.find(addr)
 	// A pc in a data mapping as last read is re-read too: JIT compilers
 	// map code writable first and make it executable later (V8).
-	if m == nil && addr >= minCodeAddr && !p.gone && s.now().Sub(p.lastRead) >= p.reread {
-		s.readMaps(p)
+	if m == nil && addr >= minCodeAddr && !p.gone && s.procs.now().Sub(p.lastRead) >= p.reread {
+		s.procs.readMaps(p)
 		m = p.find(addr)
 	}
 	if m == nil {
@@ -90,7 +90,7 @@ func (s *Symbolizer) CodeAt(pid uint32, addr uint64, how CodeLookup) (CodeObject
 			s.openLocked(pid, m)
 		}
 		// A file mapping is read when its Binary or the reason it has
-		// none is set (openLocked sets both at once, under s.mu, which
+		// none is set (openLocked sets both at once, under s.procs.mu, which
 		// it releases while it reads the file).
 		if !m.opened || isFilePath(m.entry.Path) && m.bin == nil && m.reason == ReasonNone {
 			return CodeObject{}, CodeNotRead
@@ -139,7 +139,7 @@ func (s *Symbolizer) codeObject(p *process, m *procMapping) *CodeObject {
 		c.Key = strconv.FormatUint(e.Device, 16) + ":" + strconv.FormatUint(e.Inode, 10)
 	}
 	var st unix.Stat_t
-	if path := s.procPath(p.pid, "root") + e.Path; unix.Stat(path, &st) == nil && (e.Inode == 0 || st.Ino == e.Inode) {
+	if path := s.procs.path(p.pid, "root") + e.Path; unix.Stat(path, &st) == nil && (e.Inode == 0 || st.Ino == e.Inode) {
 		c.Path = path
 	} else if unix.Stat(e.Path, &st) == nil && st.Ino == e.Inode {
 		c.Path = e.Path

@@ -23,7 +23,7 @@ func (s *Symbolizer) Generation() uint64 { return s.fetch.Gen.Load() }
 // debug file) are marked stale, to be read again at their next lookup
 // (see binary), the processes' mappings of them are reopened, and those
 // processes' address caches dropped. Only Stack calls it, so that no
-// lookup is under way. The caller holds s.mu.
+// lookup is under way. The caller holds s.procs.mu.
 func (s *Symbolizer) applyArrivals() {
 	ids, gen := s.fetch.Take()
 	s.applied = gen
@@ -43,7 +43,7 @@ func (s *Symbolizer) applyArrivals() {
 	if stale(s.vdso) {
 		s.vdso, s.vdsoTried = nil, false
 	}
-	for _, p := range s.procs {
+	for _, p := range s.procs.m {
 		for _, m := range p.maps {
 			if m.opened && stale(m.bin) {
 				m.opened, m.bin = false, nil

@@ -44,9 +44,9 @@ type perfMap struct {
 // perfMapOf returns p's perf map, reading it or what was appended to it
 // when due: on the first call, then at most every perfMapCheckInterval
 // when the caller missed (found is false), else every perfMapRefresh.
-func (s *Symbolizer) perfMapOf(p *process, missed bool) *perfMap {
+func (t *procTable) perfMapOf(p *process, missed bool) *perfMap {
 	pm := p.perf
-	now := s.now()
+	now := t.now()
 	if pm == nil {
 		pm = &perfMap{pid: p.pid}
 		p.perf = pm
@@ -60,7 +60,7 @@ func (s *Symbolizer) perfMapOf(p *process, missed bool) *perfMap {
 		}
 	}
 	pm.lastCheck = now
-	s.refreshPerfMap(p, pm)
+	t.refreshPerfMap(p, pm)
 	return pm
 }
 
@@ -68,8 +68,8 @@ func (s *Symbolizer) perfMapOf(p *process, missed bool) *perfMap {
 // read, or all of it when it shrank or was replaced: through the
 // process's root, at /tmp/perf-PID.map with the host PID, else with
 // the PID the process has in its own PID namespace (NSpid).
-func (s *Symbolizer) refreshPerfMap(p *process, pm *perfMap) {
-	root, err := elfio.OpenRoot(s.procPath(p.pid, "root"))
+func (t *procTable) refreshPerfMap(p *process, pm *perfMap) {
+	root, err := elfio.OpenRoot(t.path(p.pid, "root"))
 	if err != nil {
 		return // exited: keep what was read
 	}
@@ -77,7 +77,7 @@ func (s *Symbolizer) refreshPerfMap(p *process, pm *perfMap) {
 	names := []string{pm.inner}
 	if pm.inner == "" {
 		names = []string{perfMapName(p.pid)}
-		if ns := s.nsPID(p.pid); ns != 0 && ns != p.pid {
+		if ns := t.nsPID(p.pid); ns != 0 && ns != p.pid {
 			names = append(names, perfMapName(ns))
 		}
 	}
@@ -100,14 +100,14 @@ func (s *Symbolizer) refreshPerfMap(p *process, pm *perfMap) {
 			pm.tab, pm.size, pm.skipped = perfmap.Table{}, 0, 0
 		}
 		pm.mtime = mtime
-		s.readPerfMapTail(pm, f, min(size, maxPerfMapBytes))
+		t.readPerfMapTail(pm, f, min(size, maxPerfMapBytes))
 		return
 	}
 }
 
 // readPerfMapTail reads the complete lines of f between pm.size and
 // limit (bytes) and adds their symbols.
-func (s *Symbolizer) readPerfMapTail(pm *perfMap, f io.ReaderAt, limit int64) {
+func (t *procTable) readPerfMapTail(pm *perfMap, f io.ReaderAt, limit int64) {
 	if limit <= pm.size {
 		return
 	}
@@ -128,7 +128,7 @@ func (s *Symbolizer) readPerfMapTail(pm *perfMap, f io.ReaderAt, limit int64) {
 	syms, skipped := perfmap.Parse(buf[:last+1])
 	pm.size += int64(last + 1)
 	pm.skipped += skipped
-	s.stats.PerfMapLinesSkipped += uint64(skipped)
+	t.perfSkipped += uint64(skipped)
 	pm.tab.Add(syms)
 }
 
@@ -139,8 +139,8 @@ func perfMapName(pid uint32) string {
 
 // nsPID returns the PID that process pid has in its own PID namespace,
 // the last NSpid value of <ProcRoot>/PID/status; 0 when unknown.
-func (s *Symbolizer) nsPID(pid uint32) uint32 {
-	f, err := elfio.OpenRegular(s.procPath(pid, "status"), math.MaxInt64)
+func (t *procTable) nsPID(pid uint32) uint32 {
+	f, err := elfio.OpenRegular(t.path(pid, "status"), math.MaxInt64)
 	if err != nil {
 		// procfs files are regular files; this fails only when it is gone.
 		return 0

@@ -46,7 +46,7 @@ func TestStackPerfMap(t *testing.T) {
 		strings.Repeat("y", 10<<20))
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.procs.now = func() time.Time { return now }
 	ips := []uint64{0x7f0000001010, 0x7f0000200011, 0x7f0000800001, 0x7f0000002001}
 	st := s.Stack(pid, nil, ips)
 	checkFrames(t, st.Frames, []wantFrame{

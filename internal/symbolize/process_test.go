@@ -53,7 +53,7 @@ func TestStackAfterExit(t *testing.T) {
 	}
 	// A later stack of it, with an address in no mapping, cannot re-read
 	// the maps: the old ones stay.
-	s.now = func() time.Time { return time.Now().Add(time.Hour) }
+	s.procs.now = func() time.Time { return time.Now().Add(time.Hour) }
 	st = s.Stack(pid, nil, []uint64{0x10, base + leaf.Value + 1})
 	checkFrames(t, st.Frames, []wantFrame{{"", ReasonNoMapping, "-"}, {"leaf", ReasonNone, bin}})
 	if err := s.Close(); err != nil {
@@ -98,7 +98,7 @@ func TestStackExecDetected(t *testing.T) {
 	}
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.procs.now = func() time.Time { return now }
 	leaf := symtest.ElfSymbol(t, sh, "leaf")
 	checkFrames(t, s.Stack(pid, nil, []uint64{0x555555554000 + leaf.Value}).Frames,
 		[]wantFrame{{"leaf", ReasonNone, sh}})
@@ -241,9 +241,9 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 	fp.setMaps(pid, progText) // at exec: the loader has not run yet
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now } // no time passes
+	s.procs.now = func() time.Time { return now } // no time passes
 	s.Observe(pid)
-	p := s.procs[pid]
+	p := s.procs.m[pid]
 
 	leaf := base + symtest.ElfSymbol(t, prog, "leaf").Value
 	plain := libBase + symtest.ElfSymbol(t, lib, "plain").Value
@@ -304,9 +304,9 @@ func TestObserveExec(t *testing.T) {
 	}
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.procs.now = func() time.Time { return now }
 	s.ObserveExec(pid) // first sight
-	p := s.procs[pid]
+	p := s.procs.m[pid]
 	if p == nil || !p.seen || len(p.maps) != 1 {
 		t.Fatalf("first ObserveExec: process %+v, want its maps read", p)
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
@@ -81,12 +80,10 @@ type Symbolizer struct {
 	// stackMu serializes Stack and BadReturnAddress, which own the
 	// resolution fields of each procMapping, the vDSO and the scratch.
 	stackMu    sync.Mutex
-	mu         sync.Mutex // the process table: procs and what each process holds; stats
-	procRoot   string
+	procs      procTable // its own lock, procs.mu, which also guards stats
 	debugDirs  []string
 	cacheDir   string
 	kernel     *kernelSymbolizer
-	procs      map[uint32]*process
 	bins       binCache // its own lock
 	vdso       *objfile.Binary
 	vdsoSize   uint64
@@ -94,14 +91,13 @@ type Symbolizer struct {
 	debuginfod *debuginfod.Client  // nil when off
 	fetch      *debuginfod.Fetcher // its downloads (generation.go)
 	applied    uint64              // fetch generation applied (applyArrivals)
-	stats      Stats
+	stats      Stats               // under procs.mu; Processes, Binaries and PerfMapLinesSkipped are filled in by Stats
 	// Stack's scratch (Stack runs on one goroutine at a time): the user
 	// frames' resolutions, and those left to resolveIn with their mappings.
 	infos    []frameInfo
 	todo     []int
 	todoMaps []*procMapping
-	calls    callSites        // BadReturnAddress (callsite.go)
-	now      func() time.Time // time.Now; tests replace it
+	calls    callSites // BadReturnAddress (callsite.go)
 }
 
 // Stats counts what a Symbolizer did since New.
@@ -156,17 +152,16 @@ func New(opts Options) (*Symbolizer, error) {
 	if cfg := opts.Debuginfod; len(cfg.URLs) > 0 && cfg.Cache != "" {
 		client = debuginfod.NewClient(cfg)
 	}
-	return &Symbolizer{
+	s := &Symbolizer{
 		debuginfod: client,
-		procRoot:   opts.ProcRoot,
 		debugDirs:  opts.DebugDirs,
 		cacheDir:   opts.CacheDir,
 		kernel:     newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
-		procs:      make(map[uint32]*process),
 		bins:       binCache{m: make(map[binKey]*binEntry)},
 		fetch:      debuginfod.NewFetcher(),
-		now:        time.Now,
-	}, nil
+	}
+	s.procs.init(opts.ProcRoot, s.prepareAll)
+	return s, nil
 }
 
 // Note returns one line, for the user, on why kernel frames cannot be
@@ -177,8 +172,8 @@ func New(opts Options) (*Symbolizer, error) {
 // them (ksym's BenchmarkKernelSymbolLookup and kallsyms'
 // BenchmarkKallsymsLoad measure them).
 func (s *Symbolizer) Note() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
 	s.kernel.wait()
 	return s.kernel.note
 }
@@ -207,7 +202,7 @@ func (s *Symbolizer) Note() string {
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	s.stackMu.Lock()
 	defer s.stackMu.Unlock()
-	s.mu.Lock()
+	s.procs.mu.Lock()
 	if s.fetch.Gen.Load() != s.applied {
 		s.applyArrivals()
 	}
@@ -220,11 +215,11 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 		frames = s.appendFrames(frames, addr, &fi, true)
 	}
 	if len(userIPs) == 0 {
-		s.mu.Unlock()
+		s.procs.mu.Unlock()
 		return &Stack{Frames: frames}
 	}
-	p := s.process(pid)
-	s.checkExec(p, false)
+	p := s.procs.process(pid)
+	s.procs.checkExec(p, false)
 	for i, addr := range userIPs {
 		fi, m := s.resolveCached(p, lookupAddr(i, addr))
 		if m != nil {
@@ -232,16 +227,16 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 		}
 		frames = s.appendFrames(frames, addr, &fi, false)
 	}
-	s.mu.Unlock()
+	s.procs.mu.Unlock()
 	return &Stack{Frames: frames}
 }
 
 // stackRead appends the frames of userIPs, the user stack from index
 // first on, whose first address needs its mapping m read:
-// it looks the others up in the process table, releases s.mu while the
+// it looks the others up in the process table, releases s.procs.mu while the
 // binaries of those that need it are read and their lines found
 // (resolveIn), then takes it again to fill the address cache and count
-// the frames, and releases it. The caller holds s.mu.
+// the frames, and releases it. The caller holds s.procs.mu.
 func (s *Symbolizer) stackRead(frames []Frame, pid uint32, p *process, userIPs []uint64, first int, m *procMapping) []Frame {
 	la := func(i int) uint64 { return lookupAddr(first+i, userIPs[i]) }
 	infos := slices.Grow(s.infos[:0], len(userIPs))[:len(userIPs)]
@@ -255,7 +250,7 @@ func (s *Symbolizer) stackRead(frames []Frame, pid uint32, p *process, userIPs [
 		todo = append(todo, i)
 		maps = append(maps, m)
 	}
-	s.mu.Unlock()
+	s.procs.mu.Unlock()
 	for j, i := range todo {
 		addr := la(i)
 		if k := slices.IndexFunc(todo[:j], func(k int) bool { return la(k) == addr }); k >= 0 {
@@ -264,8 +259,8 @@ func (s *Symbolizer) stackRead(frames []Frame, pid uint32, p *process, userIPs [
 		}
 		infos[i] = s.resolveIn(pid, maps[j], addr)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
 	for _, i := range todo {
 		p.cache[la(i)] = infos[i]
 	}
@@ -340,13 +335,7 @@ func (s *Symbolizer) Observe(pid uint32) {
 // check made just before the exec, on a sample of the old program, must
 // not hide the new one).
 func (s *Symbolizer) ObserveExec(pid uint32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p, ok := s.procs[pid]; ok {
-		s.checkExec(p, true)
-		return
-	}
-	s.process(pid)
+	s.procs.observeExec(pid)
 }
 
 // observeIPs is how many user IPs, from the leaf, ObserveStack checks
@@ -367,41 +356,16 @@ const observeIPs = 16
 // process needs no check again until the process execs or exits, which
 // callers may remember.
 func (s *Symbolizer) ObserveStack(pid uint32, userIPs []uint64) (settled bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.procs[pid]
-	if !ok {
-		s.process(pid)
-		return false
-	}
-	if s.checkExec(p, false) || !p.seen || p.gone {
-		return false
-	}
-	for i, ip := range userIPs[:min(len(userIPs), observeIPs)] {
-		addr := lookupAddr(i, ip)
-		if addr < minCodeAddr {
-			return true // the 0 that ends many stacks: no mapping can hold it
-		}
-		if p.find(addr) != nil {
-			continue
-		}
-		if p.inData(addr) {
-			return true
-		}
-		if s.now().Sub(p.lastRead) >= p.reread {
-			s.readMaps(p)
-		}
-		return false
-	}
-	return true
+	return s.procs.observeStack(pid, userIPs)
 }
 
 // Stats returns the counters so far.
 func (s *Symbolizer) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
 	st := s.stats
-	st.Processes, st.Binaries = len(s.procs), s.bins.len()
+	st.Processes, st.Binaries = len(s.procs.m), s.bins.len()
+	st.PerfMapLinesSkipped = s.procs.perfSkipped
 	return st
 }
 
@@ -409,9 +373,9 @@ func (s *Symbolizer) Stats() Stats {
 // when it exited; binaries stay cached. The next sample of pid reads its
 // maps again.
 func (s *Symbolizer) Forget(pid uint32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.procs, pid)
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
+	s.procs.forget(pid)
 	s.sweepBinaries()
 }
 
@@ -424,13 +388,13 @@ func (s *Symbolizer) Forget(pid uint32) {
 // idempotent. The Symbolizer must not be used
 // after Close, except to Close again.
 func (s *Symbolizer) Close() error {
-	s.fetch.Close() // before s.mu: downloads never take it anyway
+	s.fetch.Close() // before s.procs.mu: downloads never take it anyway
 	s.stackMu.Lock()
 	defer s.stackMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
 	s.bins.close()
-	clear(s.procs)
+	clear(s.procs.m)
 	s.calls.close()
 	s.vdso = nil
 	return s.kernel.closeLookup()

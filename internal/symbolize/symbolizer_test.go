@@ -202,7 +202,7 @@ func TestStackRereadsMaps(t *testing.T) {
 	fp.setMaps(pid) // nothing mapped yet: the process is about to exec
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.procs.now = func() time.Time { return now }
 	addr := base + symtest.ElfSymbol(t, bin, "middle").Value
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"", ReasonNoMapping, "-"}})
 	fp.setMaps(pid, text)
@@ -216,7 +216,7 @@ func TestStackRereadsMaps(t *testing.T) {
 	other := procmaps.Entry{Start: text.Start, Limit: text.Limit, Perms: "r-xp", Path: "[anon:jit]"}
 	fp.setMaps(pid, other)
 	now = now.Add(mapsRereadInterval)
-	s.readMaps(s.procs[pid])
+	s.procs.readMaps(s.procs.m[pid])
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"", ReasonNoSymbol, "[anon:jit]"}})
 }
 
@@ -304,7 +304,7 @@ func TestForgetSweepsBinaries(t *testing.T) {
 	fp.setMaps(21, text)
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.procs.now = func() time.Time { return now }
 	addr := text.Start + 0x10
 	s.Stack(20, nil, []uint64{addr})
 	s.Stack(21, nil, []uint64{addr})
@@ -335,7 +335,7 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	fp.setMaps(pid) // at exec: the program's text not mapped yet
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.procs.now = func() time.Time { return now }
 	s.Observe(pid)
 	addr := base + symtest.ElfSymbol(t, bin, "middle").Value
 	fp.setMaps(pid, text)
@@ -344,12 +344,12 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 		t.Errorf("ObserveStack called settled a stack whose IP was in no mapping")
 	}
 	fp.setMaps(pid) // exited: what /proc says now must not matter
-	s.procs[pid].reread = time.Hour
+	s.procs.m[pid].reread = time.Hour
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"middle", ReasonNone, bin}})
 
 	// With every IP known there is nothing to read, even when the rate
 	// limit would allow it.
-	p := s.procs[pid]
+	p := s.procs.m[pid]
 	p.reread = 0
 	read := p.lastRead
 	now = now.Add(mapsRereadInterval)

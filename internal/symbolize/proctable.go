@@ -7,17 +7,97 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
-	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
-
-	"github.com/gprofile/gprofile/internal/symbolize/demangle"
-	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/objfile"
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 
 	"golang.org/x/sys/unix"
 )
+
+// procTable is the process table: one entry per process (its mappings
+// from /proc/PID/maps, exec checks, its perf map and its address cache),
+// under one lock. The reader goroutine uses it through Observe,
+// ObserveExec, ObserveStack and CodeAt; Stack looks addresses up in it
+// and releases the lock while binaries are read (the binary cache has
+// its own lock).
+type procTable struct {
+	// mu guards m, every process in it (and each procMapping's
+	// resolution fields: see procMapping.set), perfSkipped, and the
+	// Symbolizer's stats, which Stack counts while it holds mu.
+	mu          sync.Mutex
+	m           map[uint32]*process
+	root        string // ProcRoot
+	perfSkipped uint64 // perf map lines skipped (Stats.PerfMapLinesSkipped)
+	// prepare opens the files of mappings just found in p's maps, in
+	// the binary cache (Symbolizer.prepareAll), with mu held.
+	prepare func(p *process, fresh []*procMapping)
+	now     func() time.Time // time.Now; tests replace it
+}
+
+// init makes t an empty table of the processes under procRoot whose
+// new mappings prepare opens.
+func (t *procTable) init(procRoot string, prepare func(*process, []*procMapping)) {
+	t.m, t.root, t.prepare, t.now = make(map[uint32]*process), procRoot, prepare, time.Now
+}
+
+// observeExec is ObserveExec.
+func (t *procTable) observeExec(pid uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.m[pid]; ok {
+		t.checkExec(p, true)
+		return
+	}
+	t.process(pid)
+}
+
+// observeStack is ObserveStack.
+func (t *procTable) observeStack(pid uint32, userIPs []uint64) (settled bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.m[pid]
+	if !ok {
+		t.process(pid)
+		return false
+	}
+	if t.checkExec(p, false) || !p.seen || p.gone {
+		return false
+	}
+	for i, ip := range userIPs[:min(len(userIPs), observeIPs)] {
+		addr := lookupAddr(i, ip)
+		if addr < minCodeAddr {
+			return true // the 0 that ends many stacks: no mapping can hold it
+		}
+		if p.find(addr) != nil {
+			continue
+		}
+		if p.inData(addr) {
+			return true
+		}
+		if t.now().Sub(p.lastRead) >= p.reread {
+			t.readMaps(p)
+		}
+		return false
+	}
+	return true
+}
+
+// forget drops process pid. The caller holds t.mu.
+func (t *procTable) forget(pid uint32) { delete(t.m, pid) }
+
+// usedBinaries returns the binaries that some process in the table maps.
+// The caller holds t.mu.
+func (t *procTable) usedBinaries() map[binKey]bool {
+	used := make(map[binKey]bool)
+	for _, p := range t.m {
+		for _, m := range p.maps {
+			used[keyOf(&m.entry)] = true
+		}
+	}
+	return used
+}
 
 // An address in no known mapping (after dlopen, or a garbage return
 // address from code without frame pointers) makes the process's maps be
@@ -95,19 +175,20 @@ type procMapping struct {
 	code    *CodeObject // for CodeAt, once asked
 }
 
-// procPath returns <ProcRoot>/<pid>/<name>.
-func (s *Symbolizer) procPath(pid uint32, name string) string {
-	return s.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/" + name
+// path returns <ProcRoot>/<pid>/<name>.
+func (t *procTable) path(pid uint32, name string) string {
+	return t.root + "/" + strconv.FormatUint(uint64(pid), 10) + "/" + name
 }
 
 // process returns the cache of pid, reading its maps on first sight.
-func (s *Symbolizer) process(pid uint32) *process {
-	if p, ok := s.procs[pid]; ok {
+// The caller holds t.mu.
+func (t *procTable) process(pid uint32) *process {
+	if p, ok := t.m[pid]; ok {
 		return p
 	}
 	p := &process{pid: pid, unseen: ReasonProcessGone, cache: make(map[uint64]frameInfo)}
-	s.procs[pid] = p
-	s.readMaps(p)
+	t.m[pid] = p
+	t.readMaps(p)
 	return p
 }
 
@@ -115,11 +196,11 @@ func (s *Symbolizer) process(pid uint32) *process {
 // could. Mappings that did not change keep their *procMapping (and so
 // their shared *Mapping); when one went away the address cache is dropped,
 // since its addresses may now mean other code. The files of new mappings
-// are opened at once (see prepare). A failed read keeps the old
+// are opened at once (t.prepare). The caller holds t.mu. A failed read keeps the old
 // mappings: a process that exited keeps its names. It sets when the
 // next read may come (see earlyRereads).
-func (s *Symbolizer) readMaps(p *process) bool {
-	p.lastRead = s.now()
+func (t *procTable) readMaps(p *process) bool {
+	p.lastRead = t.now()
 	p.lastCheck = p.lastRead
 	start := time.Now()
 	var took time.Duration // reading and parsing: what a re-read costs
@@ -132,8 +213,8 @@ func (s *Symbolizer) readMaps(p *process) bool {
 			p.reread = 0
 		}
 	}()
-	exe, _ := statID(s.procPath(p.pid, "exe"))
-	f, err := os.Open(s.procPath(p.pid, "maps"))
+	exe, _ := statID(t.path(p.pid, "exe"))
+	f, err := os.Open(t.path(p.pid, "maps"))
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			p.unseen = ReasonNoAccess // another user's process, and we lack CAP_SYS_PTRACE
@@ -177,7 +258,7 @@ func (s *Symbolizer) readMaps(p *process) bool {
 		delete(old, e)
 		maps = append(maps, m)
 	}
-	s.prepareAll(p, fresh)
+	t.prepare(p, fresh)
 	slices.SortFunc(maps, func(a, b *procMapping) int {
 		return cmp.Compare(a.entry.Start, b.entry.Start)
 	})
@@ -211,43 +292,23 @@ func (p *process) inData(addr uint64) bool {
 	return i > 0 && addr < p.data[i-1].limit
 }
 
-// prepareAll opens the files of the mappings in fresh (see prepare),
-// through one handle on p's root.
-func (s *Symbolizer) prepareAll(p *process, fresh []*procMapping) {
-	var root *elfio.Root
-	for _, m := range fresh {
-		if !isFilePath(m.entry.Path) || s.bins.has(keyOf(&m.entry)) {
-			continue
-		}
-		if root == nil {
-			r, err := elfio.OpenRoot(s.procPath(p.pid, "root"))
-			if err != nil {
-				return
-			}
-			root = r
-			defer root.Close()
-		}
-		s.prepare(p, m, root)
-	}
-}
-
 // checkExec re-reads p's maps when it has exec'd since they were read:
 // /proc/PID/exe is another file. It checks at most every
-// execCheckInterval unless force is set.
-func (s *Symbolizer) checkExec(p *process, force bool) bool {
+// execCheckInterval unless force is set. The caller holds t.mu.
+func (t *procTable) checkExec(p *process, force bool) bool {
 	if !p.seen || p.gone || p.exe == (fileID{}) {
 		return false
 	}
-	now := s.now()
+	now := t.now()
 	if !force && now.Sub(p.lastCheck) < execCheckInterval {
 		return false
 	}
 	p.lastCheck = now
-	exe, err := statID(s.procPath(p.pid, "exe"))
+	exe, err := statID(t.path(p.pid, "exe"))
 	if err != nil || exe == p.exe {
 		return false
 	}
-	return s.readMaps(p)
+	return t.readMaps(p)
 }
 
 // find returns the mapping holding addr, or nil.
@@ -262,109 +323,4 @@ func (p *process) find(addr uint64) *procMapping {
 		return p.maps[i-1]
 	}
 	return nil
-}
-
-// resolveCached names the process address addr (already moved back by
-// one for return addresses) in process p from what the process table
-// holds: its address cache, JIT code through its perf map, or why it has
-// no mapping (re-reading the maps first when addr is in none). When addr
-// lies in a mapping of a file whose symbols must be looked up, it
-// returns that mapping instead, for resolveIn. The caller holds s.mu.
-func (s *Symbolizer) resolveCached(p *process, addr uint64) (frameInfo, *procMapping) {
-	if fi, ok := p.cache[addr]; ok {
-		return fi, nil
-	}
-	m := p.find(addr)
-	if m == nil && addr >= minCodeAddr {
-		reread := false
-		if s.now().Sub(p.lastRead) >= p.reread {
-			reread = s.readMaps(p)
-		} else {
-			reread = s.checkExec(p, true) // just exec'd: read the new image's maps now
-		}
-		if reread {
-			m = p.find(addr)
-		}
-	}
-	switch {
-	case m == nil && !p.seen:
-		return frameInfo{reason: p.unseen}, nil // not cached: retried later
-	case m == nil, isJITMapping(m.entry.Path):
-		return s.resolveJIT(p, m, addr), nil // not cached: JIT code changes
-	}
-	return frameInfo{}, m
-}
-
-// isJITMapping reports whether a mapping of this path may hold code that
-// a JIT compiler made: anonymous memory, named ([anon:…]) or not, and
-// memfd files; the perf map names it.
-func isJITMapping(path string) bool {
-	switch {
-	case path == "", strings.HasPrefix(path, "[anon"), strings.HasPrefix(path, "/memfd:"):
-		return true
-	}
-	return false
-}
-
-// resolveJIT names addr, in the anonymous mapping m or (m nil) in no
-// mapping of p, from p's perf map.
-func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameInfo {
-	fi := frameInfo{reason: ReasonNoMapping}
-	if m != nil {
-		if !m.opened {
-			s.openLocked(p.pid, m) // no file to read: s.mu stays held
-		}
-		fi = frameInfo{mapping: m.mapping, reason: ReasonNoSymbol}
-	}
-	pm := p.perf
-	if pm == nil || pm.tab.Lookup(addr) == nil {
-		pm = s.perfMapOf(p, true)
-	} else {
-		pm = s.perfMapOf(p, false)
-	}
-	sym := pm.tab.Lookup(addr)
-	if sym == nil {
-		return fi
-	}
-	if fi.mapping == nil {
-		fi.mapping = pm.perfMapping()
-	}
-	fi.function, fi.systemName = demangle.Name(sym.Name), sym.Name
-	fi.start, fi.reason = sym.Start, ReasonNone
-	return fi
-}
-
-// resolveIn names addr in mapping m of process pid, opening its file on
-// first use (reading the binary once, through the binary cache), and
-// finds its source lines (a compilation unit's first lookup reads its
-// DWARF). It runs on Stack's goroutine without s.mu: it touches only m's
-// resolution fields, which only that goroutine uses, and the binary
-// cache, which has its own lock.
-func (s *Symbolizer) resolveIn(pid uint32, m *procMapping, addr uint64) frameInfo {
-	if !m.opened {
-		s.open(pid, m)
-	}
-	fi := frameInfo{mapping: m.mapping, reason: m.reason}
-	if m.bin == nil {
-		return fi
-	}
-	if !m.biasOK {
-		fi.reason = ReasonNoSymbol
-		return fi
-	}
-	fi.lines = m.bin.Lines(addr - m.bias)
-	sym, ok := m.bin.Lookup(addr - m.bias)
-	if !ok {
-		fi.reason = ReasonNoSymbol
-		return fi
-	}
-	fi.function, fi.systemName = sym.Function, sym.SystemName
-	fi.start = sym.Start + m.bias
-	fi.reason = ReasonNone
-	if len(fi.lines) > 0 {
-		if ls := m.bin.Lines(sym.Start); len(ls) > 0 { // the same unit: read already
-			fi.startLine = ls[len(ls)-1].Line
-		}
-	}
-	return fi
 }
