@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,7 +218,18 @@ func TestStatInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// gprofile stat handles signals once it has started the command (a
+	// child of any of its threads).
+	children := fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if hasChild(children) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("gprofile stat started no command in 30 s")
+		}
+	}
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -234,4 +247,16 @@ func TestStatInterrupt(t *testing.T) {
 	if !strings.Contains(stderr.String(), "context-switches") {
 		t.Errorf("no counts printed after SIGINT:\n%s", stderr.String())
 	}
+}
+
+// hasChild reports whether any of the /proc/PID/task/TID/children files
+// that pattern matches lists a process.
+func hasChild(pattern string) bool {
+	files, _ := filepath.Glob(pattern)
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); len(strings.TrimSpace(string(b))) > 0 {
+			return true
+		}
+	}
+	return false
 }

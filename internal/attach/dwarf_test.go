@@ -44,6 +44,23 @@ func readMaps(t *testing.T, pid int) []mapping {
 	return ms
 }
 
+// readMapsLoaded reads /proc/PID/maps once the dynamic loader has mapped
+// libc, failing the test when it has not within 30 s.
+func readMapsLoaded(t *testing.T, pid int) []mapping {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ms := readMaps(t, pid)
+		for _, m := range ms {
+			if strings.Contains(m.path, "/libc.so") {
+				return ms
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d maps no libc after 30 s", pid)
+		}
+	}
+}
+
 func findMapping(ms []mapping, addr uint64) (mapping, bool) {
 	for _, m := range ms {
 		if addr >= m.start && addr < m.end {
@@ -88,8 +105,7 @@ func TestSamplerDWARFUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(50 * time.Millisecond) // past the dynamic loader
-	maps := readMaps(t, cmd.Process.Pid)
+	maps := readMapsLoaded(t, cmd.Process.Pid)
 	for _, byVMA := range []bool{false, true} {
 		t.Run(fmt.Sprintf("byVMA=%v", byVMA), func(t *testing.T) {
 			checkDWARFUser(t, cmd.Process.Pid, bin, maps, byVMA)
@@ -158,8 +174,7 @@ func TestSamplerDWARFKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(50 * time.Millisecond)
-	maps := readMaps(t, cmd.Process.Pid)
+	maps := readMapsLoaded(t, cmd.Process.Pid)
 	var inKernel, regs, ipInLibc, spInStack int
 	runDWARF(t, cmd.Process.Pid, false, func(smp *Sample) {
 		if len(smp.KernelIPs) == 0 {
