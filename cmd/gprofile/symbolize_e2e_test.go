@@ -255,15 +255,11 @@ func TestSymGo(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	for _, strip := range []bool{false, true} {
 		t.Run(map[bool]string{false: "symtab", true: "stripped"}[strip], func(t *testing.T) {
-			args := []string{"build"}
+			var flags []string
 			if strip {
-				args = append(args, "-ldflags=-s -w")
+				flags = append(flags, "-ldflags=-s -w")
 			}
-			bin := filepath.Join(t.TempDir(), "gowork")
-			args = append(args, "-o", bin, symSrc+"gowork.go")
-			if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-				t.Fatalf("go %v: %v\n%s", args, err, b)
-			}
+			bin := testutil.BuildGo(t, symSrc+"gowork.go", flags...)
 			out := symProfileCommand(t, bin, "1.5")
 			symCheckWorkload(t, out, symComm(bin), "main.main", "main.goOuter", "main.goMid", "main.goSpin")
 		})
