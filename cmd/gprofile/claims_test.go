@@ -50,8 +50,9 @@ func TestCommandStdio(t *testing.T) {
 // handles it and exits with its own status, and SIGINT or SIGTERM to
 // gprofile alone is forwarded to it; either way gprofile waits for the
 // command, exits with its status and writes the profile. The command's
-// trap ignores a repeat, as the group's SIGINT reaches it twice (from the
-// terminal and from gprofile).
+// trap ignores a repeat, as one that takes longer than forwardDelay to
+// exit gets the group's SIGINT twice (from the terminal and from
+// gprofile).
 func TestCommandInterrupt(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	for _, c := range []struct {

@@ -29,17 +29,19 @@ func (i *interrupts) abort(now time.Time) bool {
 }
 
 // handleSignals acts on SIGINT and SIGTERM until sigs is closed. The
-// first stops sampling (cancel); with a command (kid not nil), it is
-// passed on to the command, and profiling ends when the command exits; a
-// note says so when it still runs a second later. A signal sent to
-// gprofile alone (kill -INT PID) thus reaches the command as under perf;
-// a terminal's Ctrl-C, which its process group gets too, reaches it twice
-// within microseconds. A repeat after repeatWindow aborts:
+// first stops sampling (cancel); with a command (kid not nil), profiling
+// ends when the command exits, and the signal is passed on to it unless
+// the command has exited within forwardDelay (as gprofile stat does): a
+// signal sent to gprofile alone (kill -INT PID) thus reaches the command
+// as under perf, while a terminal's Ctrl-C, which the command gets from
+// the terminal too, usually reaches it once. A note says so when the
+// command still runs a second later. A repeat after repeatWindow aborts:
 // the unfinished output is removed, the command gets SIGTERM, and
 // gprofile exits 130.
 func handleSignals(sigs <-chan os.Signal, cancel func(), out *outFile, kid *child) {
 	var in interrupts
-	var waiting <-chan time.Time
+	var waiting, forward <-chan time.Time
+	var first os.Signal
 	for n := 1; ; n++ {
 		select {
 		case sig, ok := <-sigs:
@@ -51,7 +53,8 @@ func handleSignals(sigs <-chan os.Signal, cancel func(), out *outFile, kid *chil
 				case kid == nil:
 					cancel()
 				case n == 1:
-					kid.cmd.Process.Signal(sig)
+					first = sig
+					forward = time.After(forwardDelay)
 					waiting = time.After(repeatWindow)
 				}
 				continue
@@ -62,6 +65,11 @@ func handleSignals(sigs <-chan os.Signal, cancel func(), out *outFile, kid *chil
 			}
 			fmt.Fprintln(os.Stderr, "gprofile: interrupted twice, nothing written")
 			os.Exit(130)
+		case <-forward:
+			forward = nil
+			if !kid.exited() {
+				kid.cmd.Process.Signal(first)
+			}
 		case <-waiting:
 			waiting = nil
 			if !kid.exited() {
