@@ -346,6 +346,13 @@ func TestMakeRunTopOnce(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	mk := testutil.RequireTool(t, "make")
 	profile := filepath.Join(t.TempDir(), "run.pb.gz")
+	// A busy process, so that a quiet machine (CI's) still gives samples,
+	// and with them a table, in the run's one second.
+	spin := exec.Command("sh", "-c", "while :; do :; done")
+	if err := spin.Start(); err != nil {
+		t.Fatalf("start a busy loop: %v", err)
+	}
+	defer func() { spin.Process.Kill(); spin.Wait() }()
 	out, err := exec.Command(mk, "-C", "../..", "run", "RUN_SECONDS=1", "PROFILE="+profile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("make run: %v\n%s", err, out)
