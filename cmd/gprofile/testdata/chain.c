@@ -2,7 +2,7 @@
 // chain_c, where chain_c spins. Every hot function calls another (none is
 // a leaf), so gcc -fno-omit-frame-pointer keeps each one's frame and
 // frame-pointer unwinding sees the whole chain (gcc omits the frame
-// pointer in leaf functions). Prints "pid=N", runs argv[1] seconds.
+// pointer in leaf functions). Prints "pid=N", runs argv[1] seconds (a float).
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -39,13 +39,19 @@ __attribute__((noinline)) void chain_a(unsigned long n)
 	__asm__ volatile("");
 }
 
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 int main(int argc, char **argv)
 {
-	int secs = argc > 1 ? atoi(argv[1]) : 30;
-	time_t end = time(NULL) + secs;
+	double end = now() + (argc > 1 ? atof(argv[1]) : 30);
 	printf("pid=%d\n", getpid());
 	fflush(stdout);
-	while (time(NULL) < end)
+	while (now() < end)
 		chain_a(2000000UL);
 	return 0;
 }
