@@ -12,6 +12,9 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require golang.org/x/sync v0.24.0 // indirect
+require (
+	golang.org/x/sync v0.24.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -14,6 +14,7 @@ symbolize/...          attach ksym
 ksym                   attach symbolize
 output                 attach ksym
 counter                symbolize/... ksym output recorder
+push                   attach symbolize/... ksym unwind recorder output
 unwind                 symbolize
 symbolize/*            symbolize
 symbolize/srcline      symbolize/*
