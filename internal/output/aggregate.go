@@ -28,8 +28,12 @@ type Sample struct {
 	// Count is the number of samples.
 	Count int64
 	// Nanos is the CPU time the samples stand for, in nanoseconds: the sum
-	// of their sample periods.
+	// of their sample periods (ColumnWeight).
 	Nanos int64
+	// More holds the values of the columns AddColumn added, in column
+	// order (More[0] is column 2); nil when there are none. Shared with
+	// the Aggregator: the caller must not change it.
+	More []int64
 }
 
 // SampleKey is what, besides the stack, tells samples apart in an
@@ -84,14 +88,21 @@ type Aggregator struct {
 	swept   int               // live entries deleted since live was made
 	count   int64
 	nanos   int64
+	adds    uint64 // AddStack and AddValues calls
+
+	extra      []ValueType   // the columns AddColumn added, from column 2
+	more       chunks[int64] // record i's extra values: more[i*len(extra):][:len(extra)]
+	extraTotal []int64       // the sums of the extra columns
+	display    Column        // the column folded, flame and top weigh by
 
 	hash       hasher             // of location and stack content keys
 	scratch    []byte             // content key being built
 	scratchIDs []uint32           // location ids of the stack being interned
 	built      []*symbolize.Stack // stack id -> its frames, made by Samples
 
-	sortedRecs  []record // the records in the order of Samples (sorted)
-	sortedCount int64    // count when sortedRecs was made
+	sortedRecs []record // the records in the order of Samples (sorted)
+	sortedMore []int64  // their extra values, len(extra) per record
+	sortedAdds uint64   // adds when sortedRecs was made
 }
 
 // NewAggregator returns an empty Aggregator.
@@ -101,24 +112,34 @@ func NewAggregator() *Aggregator {
 
 // AddStack counts one sample with key and the stack id (from InternStack
 // of this Aggregator) that stands for nanos nanoseconds of
-// CPU time (its sample period). Adding to an existing entry is a few map
+// CPU time (its sample period): 1 in ColumnCount, nanos in ColumnWeight,
+// nothing in the columns AddColumn added. Adding to an existing entry is a few map
 // lookups and allocates nothing.
 func (a *Aggregator) AddStack(key SampleKey, id StackID, nanos int64) {
-	a.count++
-	a.nanos += nanos
+	a.add(key, id, 1, nanos)
+}
+
+// add adds count and weight to the entry of key and stack id, making
+// it if needed, and returns its index in recs.
+func (a *Aggregator) add(key SampleKey, id StackID, count, weight int64) int {
+	a.adds++
+	a.count += count
+	a.nanos += weight
 	k := recKey{stack: id, pid: key.PID, tid: key.TID, cpu: key.CPU,
 		comm: a.strs.id(key.Comm), cgroup: a.strs.id(key.Cgroup)}
 	if i, ok := a.live[k]; ok {
 		r := a.recs.at(int(i))
-		r.count++
-		r.nanos += nanos
-		return
+		r.count += count
+		r.nanos += weight
+		return int(i)
 	}
 	if a.live == nil {
 		a.live = make(map[recKey]uint32)
 	}
-	a.live[k] = uint32(a.recs.len())
-	a.recs.append(record{recKey: k, count: 1, nanos: nanos})
+	i := a.recs.len()
+	a.live[k] = uint32(i)
+	a.recs.append(record{recKey: k, count: count, nanos: weight})
+	return i
 }
 
 // Retire says that process pid will get no more samples (it exited): its
@@ -162,7 +183,8 @@ func (a *Aggregator) Len() int {
 }
 
 // Total returns the number of samples added and the CPU time they stand
-// for, in nanoseconds (the sum of the nanos passed to AddStack).
+// for, in nanoseconds (the sum of the nanos passed to AddStack): the
+// totals of ColumnCount and ColumnWeight.
 func (a *Aggregator) Total() (count, nanos int64) {
 	return a.count, a.nanos
 }

@@ -36,7 +36,7 @@ func TestInternedSamplesMatch(t *testing.T) {
 			t.Errorf("sample %d: frames\n%+v\nwant\n%+v", i, gf, wf)
 		}
 		g.Stack, w.Stack = nil, nil
-		if g != w {
+		if !reflect.DeepEqual(g, w) {
 			t.Errorf("sample %d: %+v, want %+v", i, g, w)
 		}
 	}

@@ -18,47 +18,87 @@ import (
 // do not call it: they walk the Aggregator's stacks and locations.
 func (a *Aggregator) Samples() []Sample {
 	a.build()
-	recs := a.sorted()
+	recs, more := a.sorted()
+	m := len(a.extra)
 	out := make([]Sample, 0, len(recs))
 	for i := range recs {
 		r := &recs[i]
-		out = append(out, Sample{
+		s := Sample{
 			PID: r.pid, TID: r.tid, CPU: r.cpu,
 			Comm: a.strs.str(r.comm), Cgroup: a.strs.str(r.cgroup),
 			Stack: a.built[r.stack], Count: r.count, Nanos: r.nanos,
-		})
+		}
+		if m > 0 {
+			s.More = more[m*i : m*i+m : m*i+m]
+		}
+		out = append(out, s)
 	}
 	return out
 }
 
 // sorted returns the records in the order of Samples, those of a retired
-// process that came back merged into one. It sorts once, and again only
-// after samples were added; the caller must not change the slice.
-func (a *Aggregator) sorted() []record {
-	if a.sortedRecs != nil && a.sortedCount == a.count {
-		return a.sortedRecs
+// process that came back merged into one, and their extra values
+// (len(a.extra) per record). It sorts once, and again only after
+// samples were added; the caller must not change the slices.
+func (a *Aggregator) sorted() ([]record, []int64) {
+	if a.sortedRecs != nil && a.sortedAdds == a.adds {
+		return a.sortedRecs, a.sortedMore
 	}
+	m := len(a.extra)
 	recs := a.recs.flat()
-	slices.SortFunc(recs, a.compareRecords)
+	var order []int // record index -> its position before sorting
+	if m > 0 {
+		order = make([]int, len(recs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(x, y int) int { return a.compareRecords(recs[x], recs[y]) })
+		sortedRecs := make([]record, len(recs))
+		for i, j := range order {
+			sortedRecs[i] = recs[j]
+		}
+		recs = sortedRecs
+	} else {
+		slices.SortFunc(recs, a.compareRecords)
+	}
 	out := recs[:0]
+	var more []int64
 	for i := range recs {
-		if n := len(out); n > 0 && out[n-1].recKey == recs[i].recKey { // a retired process came back
+		n := len(out)
+		if n > 0 && out[n-1].recKey == recs[i].recKey { // a retired process came back
 			out[n-1].count += recs[i].count
 			out[n-1].nanos += recs[i].nanos
+			for j := range m {
+				more[(n-1)*m+j] += a.extraOf(order[i], j)
+			}
 			continue
 		}
 		out = append(out, recs[i])
+		for j := range m {
+			more = append(more, a.extraOf(order[i], j))
+		}
 	}
-	a.sortedRecs, a.sortedCount = out, a.count
-	return out
+	a.sortedRecs, a.sortedMore, a.sortedAdds = out, more, a.adds
+	return out, more
 }
 
-// eachRecord calls fn for every record, in the order they were added (a
-// retired process that came back has two).
-func (a *Aggregator) eachRecord(fn func(r *record)) {
+// extraOf returns extra column j (column 2+j) of the i-th record added.
+func (a *Aggregator) extraOf(i, j int) int64 {
+	m := len(a.extra)
+	if (i+1)*m > a.more.len() {
+		return 0
+	}
+	return *a.more.at(i*m + j)
+}
+
+// eachRecord calls fn for every record and its index, in the order they
+// were added (a retired process that came back has two).
+func (a *Aggregator) eachRecord(fn func(r *record, i int)) {
+	i := 0
 	for _, c := range a.recs.c {
-		for i := range c {
-			fn(&c[i])
+		for k := range c {
+			fn(&c[k], i)
+			i++
 		}
 	}
 }

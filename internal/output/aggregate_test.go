@@ -3,6 +3,7 @@ package output
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -44,7 +45,7 @@ func aggregateOf(samples ...Sample) *Aggregator {
 func sameSample(x, y Sample) bool {
 	fx, fy := stackFrames(x.Stack), stackFrames(y.Stack)
 	x.Stack, y.Stack = nil, nil
-	return x == y && slices.Equal(fx, fy)
+	return reflect.DeepEqual(x, y) && slices.Equal(fx, fy)
 }
 
 // sameContent is sameSample with frames compared by their mapping's file
@@ -52,7 +53,7 @@ func sameSample(x, y Sample) bool {
 func sameContent(x, y Sample) bool {
 	fx, fy := stackFrames(x.Stack), stackFrames(y.Stack)
 	x.Stack, y.Stack = nil, nil
-	return x == y && slices.EqualFunc(fx, fy, func(a, b symbolize.Frame) bool {
+	return reflect.DeepEqual(x, y) && slices.EqualFunc(fx, fy, func(a, b symbolize.Frame) bool {
 		if a.Mapping != nil && b.Mapping != nil {
 			a.Address += a.Mapping.Offset - a.Mapping.Start
 			b.Address += b.Mapping.Offset - b.Mapping.Start

@@ -4,7 +4,10 @@
 //
 // An [Aggregator] merges the samples that share a [SampleKey] (process,
 // comm, optionally thread and CPU) and a stack made by internal/symbolize
-// into one Sample with a count and a CPU time in nanoseconds. It holds
+// into one Sample with a count and a CPU time in nanoseconds, and the
+// values of the columns AddColumn added (off-CPU and wall time, probe
+// hits: each a pprof sample type; AddValues and Record.Values fill
+// them; SetDisplayColumn picks the one folded, flame and top show). It holds
 // every location (the frames of one address) once: pprof location i+1 is
 // its location i, and the writers walk its stacks and locations.
 //

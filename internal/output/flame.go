@@ -87,11 +87,12 @@ func flameTree(a *Aggregator) *flameNode {
 	root := &flameNode{Name: flameRootName}
 	names := newFoldedNames(a, false)
 	var line []byte
-	a.eachRecord(func(s *record) {
-		if s.count == 0 {
+	a.eachRecord(func(s *record, i int) {
+		v := a.value(s, i, a.display)
+		if v == 0 {
 			return
 		}
-		root.Value += s.count
+		root.Value += v
 		line = names.appendStack(line[:0], s, FoldedOptions{})
 		n := root
 		// Names hold no ';': appendFoldedName replaces it.
@@ -103,7 +104,7 @@ func flameTree(a *Aggregator) *flameNode {
 				rest = nil
 			}
 			n = n.child(name)
-			n.Value += s.count
+			n.Value += v
 		}
 	})
 	root.sort()

@@ -55,9 +55,10 @@ func WriteFoldedOptions(w io.Writer, a *Aggregator, opts FoldedOptions) error {
 	counts := make(map[string]int64)
 	names := newFoldedNames(a, opts.FullNames)
 	var line []byte
-	a.eachRecord(func(r *record) {
+	a.eachRecord(func(r *record, i int) {
+		v := a.value(r, i, a.display)
 		line = names.appendStack(line[:0], r, opts)
-		counts[string(line)] += r.count
+		counts[string(line)] += v
 	})
 	lines := make([]string, 0, len(counts))
 	for l, c := range counts {

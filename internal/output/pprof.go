@@ -46,6 +46,9 @@ type Meta struct {
 	// empty (cpu-clock), else e.g. "cycles"/"count", "page-faults"/"count",
 	// "events"/"count" for tracepoints. ValueType is the default type.
 	ValueType, ValueUnit string
+	// DefaultType is the pprof default sample type, the Type of one of
+	// the Aggregator's columns (AddColumn); "" means ValueType.
+	DefaultType string
 	// Period is the nominal sampling period in ValueUnit: 1e9 divided by the
 	// frequency in Hz for cpu-clock, the -c count in period mode; 0 when
 	// unknown.
@@ -91,9 +94,11 @@ func parseLabels(names []string) (labelSet, error) {
 
 // BuildPprof returns the samples of a as a pprof profile.
 //
-// Every sample has two values, "samples"/"count" (Sample.Count) and
-// Meta.ValueType/ValueUnit (Sample.Nanos, the default; "cpu"/"nanoseconds"
-// unless Meta says otherwise) and the labels
+// Every sample has a value per column of a: "samples"/"count"
+// (Sample.Count), Meta.ValueType/ValueUnit (Sample.Nanos, the default;
+// "cpu"/"nanoseconds" unless Meta says otherwise), then the columns
+// AddColumn added (Sample.More), Meta.DefaultType choosing the default
+// among them; and the labels
 // Meta.Labels chooses: by default a string label "comm" (left out when the
 // comm is "") and a numeric label "pid"; "tid" and "cpu" are numeric
 // labels too. Numeric labels have no unit. Samples are in the order of
@@ -131,8 +136,8 @@ func parseLabels(names []string) (labelSet, error) {
 // inlined frames. pprof re-symbolizes only mappings whose flags are all
 // false.
 //
-// BuildPprof fails when meta holds a negative duration or period or an
-// unknown label, or when the result does not pass profile.CheckValid (a
+// BuildPprof fails when meta holds a negative duration or period, an
+// unknown label or a DefaultType that is no column's, or when the result does not pass profile.CheckValid (a
 // bug).
 func BuildPprof(a *Aggregator, meta Meta) (*profile.Profile, error) {
 	if meta.Duration < 0 || meta.Period < 0 {
@@ -153,7 +158,16 @@ func BuildPprof(a *Aggregator, meta Meta) (*profile.Profile, error) {
 		{Type: "samples", Unit: "count"},
 		{Type: vt, Unit: vu},
 	}
+	for _, c := range a.extra {
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: c.Type, Unit: c.Unit})
+	}
 	p.DefaultSampleType = vt
+	if meta.DefaultType != "" {
+		if !slices.ContainsFunc(p.SampleType, func(t *profile.ValueType) bool { return t.Type == meta.DefaultType }) {
+			return nil, fmt.Errorf("build pprof profile: default sample type %q is not a column", meta.DefaultType)
+		}
+		p.DefaultSampleType = meta.DefaultType
+	}
 	p.PeriodType = &profile.ValueType{Type: vt, Unit: vu}
 	p.Period = meta.Period
 	p.DurationNanos = meta.Duration.Nanoseconds()

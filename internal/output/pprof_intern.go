@@ -101,7 +101,9 @@ func (b *builder) locations() {
 // (pprof's filters edit Sample.Location in place), all in one array.
 func (b *builder) samples() {
 	a := b.a
-	recs := a.sorted()
+	recs, more := a.sorted()
+	m := len(a.extra)
+	nv := numFixed + m
 	nlocs := 0
 	for i := range recs {
 		from, to := a.stacks.span(recs[i].stack)
@@ -109,7 +111,7 @@ func (b *builder) samples() {
 	}
 	b.p.Sample = make([]*profile.Sample, len(recs))
 	samples := make([]profile.Sample, len(recs))
-	values := make([]int64, 2*len(recs))
+	values := make([]int64, nv*len(recs))
 	locs := make([]*profile.Location, 0, nlocs)
 	for i := range recs {
 		r := &recs[i]
@@ -122,8 +124,9 @@ func (b *builder) samples() {
 		if len(locs) > start {
 			ps.Location = locs[start:len(locs):len(locs)]
 		}
-		ps.Value = values[2*i : 2*i+2 : 2*i+2]
-		ps.Value[0], ps.Value[1] = r.count, r.nanos
+		ps.Value = values[nv*i : nv*i+nv : nv*i+nv]
+		ps.Value[ColumnCount], ps.Value[ColumnWeight] = r.count, r.nanos
+		copy(ps.Value[numFixed:], more[m*i:m*i+m])
 		b.setLabels(ps, r)
 		b.p.Sample[i] = ps
 	}

@@ -21,11 +21,21 @@ type Record struct {
 	// Weight is the sample period: ns for cpu-clock, events for the
 	// other events.
 	Weight int64
+	// Values, when not nil, are the sample's values in every column of
+	// the Aggregator, in column order (Aggregator.AddValues):
+	// ColumnCount, ColumnWeight, then the columns AddColumn added; Weight
+	// is then ignored. nil counts 1 sample of Weight, as AddStack does.
+	Values []int64
 }
 
-// Add counts r by its Key and Stack (AddStack). It never fails: the
-// error is there to make an Aggregator a sink like the streaming writers.
+// Add counts r by its Key and Stack (AddStack, or AddValues when
+// r.Values is set). It never fails: the error is there to make an
+// Aggregator a sink like the streaming writers.
 func (a *Aggregator) Add(r *Record) error {
+	if r.Values != nil {
+		a.AddValues(r.Key, r.Stack, r.Values)
+		return nil
+	}
 	a.AddStack(r.Key, r.Stack, r.Weight)
 	return nil
 }

@@ -32,12 +32,13 @@ type topEntry struct {
 // inlined frames count as functions of their own, as in pprof), merged
 // across processes. Rows are sorted by flat, then cum (both descending),
 // then name. n <= 0 writes every function; a last line says how many were
-// left out. Counts are Sample.Count. Writes to w are buffered; the error is
+// left out. Counts are Sample.Count, or the column SetDisplayColumn chose
+// (named in the Total line). Writes to w are buffered; the error is
 // the first one w returned.
 func WriteTop(w io.Writer, a *Aggregator, n int) error {
 	entries, total := topEntries(a)
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "Total: %d samples\n", total)
+	fmt.Fprintf(bw, "Total: %d %s\n", total, a.displayUnit())
 	if len(entries) > 0 {
 		shown := entries
 		if n > 0 && n < len(entries) {
@@ -72,12 +73,13 @@ func topEntries(a *Aggregator) ([]topEntry, int64) {
 	entryOf := make([]int32, a.locs.frames.len()) // frame -> its entry + 1; 0 until named
 	seen := []int{}                               // entry -> the last sample that counted it in cum, + 1
 	sample := 0
-	a.eachRecord(func(r *record) {
-		if r.count == 0 {
+	a.eachRecord(func(r *record, i int) {
+		v := a.value(r, i, a.display)
+		if v == 0 {
 			return
 		}
 		sample++
-		total += r.count
+		total += v
 		it := a.frames(r.stack)
 		for j := 0; ; j++ {
 			c, at := it.nextAt()
@@ -98,11 +100,11 @@ func topEntries(a *Aggregator) ([]topEntry, int64) {
 				entryOf[at] = int32(k + 1)
 			}
 			if j == 0 {
-				entries[k].flat += r.count
+				entries[k].flat += v
 			}
 			if seen[k] != sample {
 				seen[k] = sample
-				entries[k].cum += r.count
+				entries[k].cum += v
 			}
 		}
 	})
