@@ -8,5 +8,7 @@
 // context is done and returns a Result (the aggregate, the counters, the
 // symbol statistics), Close releases everything. Samples reach a Sink:
 // the aggregate always, a per-sample writer when Config.Stream is set.
+// A continuous run (Config.Interval) swaps the aggregate every interval
+// and hands the old one to Config.OnInterval while sampling goes on.
 // It needs what internal/attach needs: root, or CAP_BPF and CAP_PERFMON.
 package recorder

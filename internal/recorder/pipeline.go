@@ -29,9 +29,16 @@ func (r *Recorder) collect(ctx context.Context) error {
 	work := make(chan []*attach.Sample, queueLen/batchLen)
 	free := make(chan []*attach.Sample, queueLen/batchLen)
 	done := make(chan struct{})
+	if r.cfg.Interval > 0 {
+		r.startIntervals()
+	}
 	go func() {
 		defer close(done)
 		for b := range work {
+			if b == nil { // the reader's mark between two intervals
+				r.swap(false)
+				continue
+			}
 			for _, smp := range b {
 				c.add(smp)
 			}
@@ -48,10 +55,19 @@ func (r *Recorder) collect(ctx context.Context) error {
 			batch = nil
 		}
 	}
+	// A swap is marked in the queue (a nil batch) by the reader, so that
+	// every sample read before it is in the interval that ends there.
+	swap := func() {
+		if r.swapDue.Load() && r.swapDue.CompareAndSwap(true, false) {
+			send()
+			work <- nil
+		}
+	}
 	var n uint64
 	var settled settledStacks
 	deferred := false // the sample's unwind waits for the worker
 	err := r.src.RunIdle(ctx, func(smp *attach.Sample) {
+		swap()
 		if smp.Flags&attach.FlagProcessExec != 0 {
 			settled.clear()
 			us.forget(smp.PID)
@@ -96,10 +112,13 @@ func (r *Recorder) collect(ctx context.Context) error {
 		if batch = append(batch, cp); len(batch) == batchLen {
 			send()
 		}
-	}, send)
+	}, func() { send(); swap() })
 	send()
 	close(work)
 	<-done
+	if r.iv != nil {
+		r.endIntervals()
+	}
 	return err
 }
 

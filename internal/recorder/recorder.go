@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -36,6 +37,15 @@ type Config struct {
 	// its frames (output.TextWriter, output.JSONWriter). Its first error
 	// stops it (Result.StreamErr); recording goes on.
 	Stream Sink
+	// Interval, when positive, makes the run continuous: every Interval
+	// the aggregate so far is handed to OnInterval, which must be set,
+	// and a new one begins while sampling goes on; Result.Aggregate is
+	// then nil (the last, partial interval goes to OnInterval too).
+	Interval time.Duration
+	// OnInterval gets each finished interval, in order, on a goroutine of
+	// its own (not the sampling one); while it runs, one more interval may
+	// finish and wait. Run returns after its call for the last interval.
+	OnInterval func(Interval)
 	// AfterSampling, when not nil, is called once sampling has ended and
 	// every sample is aggregated, before the symbolizer's caches go:
 	// everything gathered is still in memory (gprofile's
@@ -64,7 +74,8 @@ type Source interface {
 
 // Result is what a run gathered.
 type Result struct {
-	// Aggregate holds every sample, merged by key and stack.
+	// Aggregate holds every sample, merged by key and stack; nil in a
+	// continuous run (Config.Interval), which hands it over by intervals.
 	Aggregate *output.Aggregator
 	// Samples is the number of samples recorded (process exit and exec
 	// records are not samples).
@@ -109,6 +120,8 @@ type Recorder struct {
 	us      *userStacks // unwinds user stacks on the reader's goroutine
 	start   time.Time
 	samples atomic.Uint64 // samples read so far, for a status line
+	swapDue atomic.Bool   // the reader is to start a new interval
+	iv      *intervals    // nil unless Config.Interval is set
 }
 
 // New opens the symbolizer (which starts loading kernel symbols in the
@@ -119,6 +132,9 @@ type Recorder struct {
 // cgroup label); on error, everything opened is closed.
 func New(cfg Config) (_ *Recorder, err error) {
 	r := &Recorder{cfg: cfg, src: cfg.Source}
+	if cfg.Interval > 0 && cfg.OnInterval == nil {
+		return nil, errors.New("recorder: Config.Interval without OnInterval")
+	}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -184,7 +200,9 @@ func (r *Recorder) CPUs() []int {
 }
 
 // Run records until ctx is done (or the Source ends), then reads what is
-// left in the ring buffer, and returns what it gathered. Every sample is
+// left in the ring buffer, and returns what it gathered; in a continuous
+// run (Config.Interval) it hands the aggregate to Config.OnInterval every
+// interval and once more at the end. Every sample is
 // symbolized by then: Run closes the symbolizer, whose caches (DWARF
 // sections, kallsyms) the caller's output then reuses instead of adding
 // to the peak RSS. Its errors are those of reading the ring buffer and of
@@ -198,9 +216,9 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	// Continuous profiling would hand the aggregate off here every
-	// interval and start a new one; the memo's stack ids belong to the
-	// aggregate, so the memo would start anew with it.
+	if r.iv != nil {
+		r.c.agg = nil // handed over by intervals (endIntervals in collect)
+	}
 	res := Result{Aggregate: r.c.agg, Samples: r.c.samples, Start: r.start, Elapsed: elapsed, StreamErr: r.c.err,
 		UserStacks: addStops(r.us.stops, r.c.us.stops)}
 	if r.sampler != nil {
