@@ -56,6 +56,7 @@ enum counter {
 	COUNTER_WINDOW_FAULT, // stack copies cut by a page that did not read
 	COUNTER_WINDOW_MAX,   // stack copies cut by max_window
 	COUNTER_NO_REGS,      // samples with no user registers (kernel threads)
+	COUNTER_NESTED,       // probe hits dropped: a probe program already ran on this CPU
 	COUNTER_MAX,
 };
 
@@ -84,7 +85,7 @@ struct sample {
 	__u32 ustack_len; // bytes of user IPs
 	char comm[TASK_COMM_LEN];
 	__u32 window_len; // bytes of user stack in data, from regs[7] up
-	__u32 reserved;
+	__u32 probe;      // probes: the probe's index (its attach cookie); else 0
 	__u64 regs[NUM_REGS]; // user registers by DWARF number (FLAG_USER_REGS)
 	// The window (up to MAX_WINDOW, plus a page of slack the verifier
 	// needs for the last page-sized read), then the IPs.
@@ -101,7 +102,7 @@ const volatile __u8 filter_tid = 0;    // 1: only tids in the target_tids map
 const volatile __u8 filter_cgroup = 0; // 1: only tasks in cgroup_id or below
 const volatile __u64 cgroup_id = 0;    // the cgroup v2 id to keep
 const volatile __u32 cgroup_level = 0; // its depth below the root (root = 0)
-const volatile __u64 tp_period = 1;    // tracepoints: keep every Nth hit
+const volatile __u64 tp_period = 1;    // tracepoints and probes: keep every Nth hit
 const volatile __u8 report_exits = 0;  // 1: send a FLAG_EXIT record per exit
 const volatile __u32 skip_tgid = 0;    // a process never sampled (gprofile itself)
 const volatile __u8 include_idle = 0;  // 1: keep samples of pid 0
@@ -145,6 +146,45 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } tp_hits SEC(".maps");
+
+// Probes (kprobe, uprobe, USDT: the probe programs below) carry their
+// index, 0 to MAX_PROBES-1, as their attach cookie.
+#define MAX_PROBES 64
+
+// Per-CPU hits of each probe, before any filter: the cost guard's count
+// and the base of tp_period for probes.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_PROBES);
+	__type(key, __u32);
+	__type(value, __u64);
+} probe_hits SEC(".maps");
+
+// What the probe programs do on a hit (slot 0): PROBE_OFF nothing,
+// PROBE_COUNT count it in probe_hits, PROBE_SAMPLE count it and take a
+// sample. Probes fire from the moment they are attached: the loader
+// attaches them off and turns them on (Sampler.Enable) or counts first
+// (Sampler.CountProbes).
+#define PROBE_OFF 0
+#define PROBE_COUNT 1
+#define PROBE_SAMPLE 2
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} probe_mode SEC(".maps");
+
+// Per-CPU depth of fentry/fexit programs: unlike perf_event and kprobe
+// programs (bpf_prog_active), two tracing programs can nest on a CPU (an
+// interrupt inside a traced function), and both would write the CPU's
+// scratch record.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} probe_depth SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -220,16 +260,17 @@ static long vma_end_cb(struct task_struct *task, struct vm_area_struct *vma, voi
 }
 
 // user_regs fills s->regs with the user registers of the current task,
-// in DWARF x86-64 order: the interrupted ones for a sample taken in user
+// in DWARF x86-64 order: the interrupted ones (regs, the program's
+// context: a perf_event sample or a uprobe hit) for a sample taken in user
 // mode, else those saved at its entry into the kernel (at the top of its
 // kernel stack). It returns 0 for a task with no user context (a kernel
 // thread). Both go through a copy on the BPF stack: the verifier refuses
 // one load instruction used with a context and a kernel pointer.
-static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct sample *s, int in_user)
+static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int in_user)
 {
 	struct pt_regs r;
-	if (in_user) {
-		r = ctx->regs;
+	if (in_user && regs) {
+		r = *regs;
 	} else {
 		void *kr = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		if (!kr || bpf_probe_read_kernel(&r, sizeof(r), kr) != 0 || (r.cs & 3) != 3)
@@ -293,8 +334,11 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 
 // take_sample records the current task's stacks and submits them. in_user
 // says the sample interrupted user mode, where the kernel stack is empty:
-// the kernel walk (get_perf_callchain would find nothing) is then skipped.
-static __always_inline int take_sample(void *ctx, __u64 period, int in_user, int dwarf)
+// the kernel walk (get_perf_callchain would find nothing) is then skipped;
+// regs are then the user registers (the context of a perf_event or
+// kprobe-type program; NULL for the others). probe is the probe's index
+// (0 for events).
+static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 period, int in_user, int dwarf, __u32 probe)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -318,11 +362,12 @@ static __always_inline int take_sample(void *ctx, __u64 period, int in_user, int
 	s->cpu = cpu;
 	s->flags = 0;
 	s->window_len = 0;
+	s->probe = probe;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
 	__u64 w = 0;
 	if (dwarf) {
-		if (tgid != 0 && user_regs(ctx, s, in_user)) {
+		if (tgid != 0 && user_regs(regs, s, in_user)) {
 			s->flags |= FLAG_USER_REGS;
 			w = copy_window(s, s->regs[7]);
 			count_add(COUNTER_WINDOW_BYTES, w);
@@ -383,7 +428,7 @@ int profile(struct bpf_perf_event_data *ctx)
 	// x86-64: the privilege level of the interrupted code is in the low
 	// two bits of cs (3: user mode), as the kernel's user_mode(regs).
 	int in_user = user_mode_check && (ctx->regs.cs & 3) == 3;
-	return take_sample(ctx, ctx->sample_period, in_user, call_graph_dwarf);
+	return take_sample(ctx, (struct pt_regs *)ctx, ctx->sample_period, in_user, call_graph_dwarf, 0);
 }
 
 // profile_tp runs on every hit of a tracepoint perf event (the kernel calls
@@ -403,7 +448,83 @@ int profile_tp(void *ctx)
 	}
 	// A tracepoint's context is its record, not pt_regs: the user stack
 	// comes from the frame-pointer walk in either mode.
-	return take_sample(ctx, tp_period, 0, 0);
+	return take_sample(ctx, 0, tp_period, 0, 0, 0);
+}
+
+// probe_hit counts a hit of probe (its attach cookie) and, when the
+// probes sample and this is the tp_period-th hit of the probe on this
+// CPU, takes a sample. regs are the probe's registers (NULL for fentry
+// and fexit, whose context is the function's arguments).
+static __always_inline int probe_hit(void *ctx, struct pt_regs *regs, __u64 probe)
+{
+	__u32 zero = 0;
+	__u32 *mode = bpf_map_lookup_elem(&probe_mode, &zero);
+	if (!mode || *mode == PROBE_OFF)
+		return 0;
+	__u32 idx = probe < MAX_PROBES ? (__u32)probe : MAX_PROBES - 1;
+	__u64 *hits = bpf_map_lookup_elem(&probe_hits, &idx);
+	if (!hits)
+		return 0;
+	*hits += 1;
+	if (*mode != PROBE_SAMPLE)
+		return 0;
+	if (tp_period > 1 && *hits % tp_period != 0)
+		return 0;
+	// A uprobe's registers are the user's (cs says so): no kernel stack.
+	int in_user = regs && user_mode_check && (regs->cs & 3) == 3;
+	return take_sample(ctx, regs, tp_period, in_user, call_graph_dwarf, idx);
+}
+
+// profile_kprobe runs on every hit of a kprobe, kretprobe, uprobe,
+// uretprobe (USDT probes are uprobes) or of a probe event made by perf
+// probe: all are kprobe-type programs whose context is pt_regs.
+SEC("kprobe")
+int profile_kprobe(struct pt_regs *ctx)
+{
+	return probe_hit(ctx, ctx, bpf_get_attach_cookie(ctx));
+}
+
+// profile_kprobe_multi is profile_kprobe for kprobe.multi links (a glob of
+// kernel functions in one link, Linux 5.18), which need their own attach
+// type at load time.
+SEC("kprobe.multi")
+int profile_kprobe_multi(struct pt_regs *ctx)
+{
+	return probe_hit(ctx, ctx, bpf_get_attach_cookie(ctx));
+}
+
+// probe_trampoline is probe_hit for fentry and fexit programs (kernels
+// without kprobes: BPF trampolines): they can nest on a CPU, so a nested
+// hit is dropped and counted.
+static __always_inline int probe_trampoline(void *ctx)
+{
+	__u32 zero = 0;
+	__u32 *depth = bpf_map_lookup_elem(&probe_depth, &zero);
+	if (!depth)
+		return 0;
+	if (*depth) {
+		count(COUNTER_NESTED);
+		return 0;
+	}
+	*depth = 1;
+	probe_hit(ctx, 0, bpf_get_attach_cookie(ctx));
+	*depth = 0;
+	return 0;
+}
+
+// profile_fentry is the entry probe on a kernel function where the kernel
+// has no kprobes; the loader sets the function (its BTF id) per copy.
+SEC("fentry")
+int profile_fentry(void *ctx)
+{
+	return probe_trampoline(ctx);
+}
+
+// profile_fexit is profile_fentry at the function's return (kretprobe).
+SEC("fexit")
+int profile_fexit(void *ctx)
+{
+	return probe_trampoline(ctx);
 }
 
 // The record of the task/task_newtask tracepoint, as its format file

@@ -15,6 +15,7 @@ ksym                   attach symbolize
 output                 attach ksym
 counter                symbolize/... ksym output recorder
 push                   attach symbolize/... ksym unwind recorder output
+probe                  attach symbolize/... ksym output recorder counter unwind
 unwind                 symbolize
 symbolize/*            symbolize
 symbolize/srcline      symbolize/*

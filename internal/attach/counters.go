@@ -15,6 +15,7 @@ const (
 	counterWindowFault
 	counterWindowMax
 	counterNoRegs
+	counterNested
 	numCounters
 )
 
@@ -38,6 +39,9 @@ type Counters struct {
 	// did not read (usually the stack's end) and at Config.StackWindow;
 	// NoRegs counts samples with no user registers (kernel threads).
 	WindowBytes, WindowFaults, WindowMax, NoRegs uint64
+	// Nested counts probe hits dropped because a probe program (fentry,
+	// fexit) already ran on the CPU, interrupted.
+	Nested uint64
 	// Malformed counts ring buffer records that did not decode.
 	Malformed uint64
 }
@@ -65,6 +69,7 @@ func (s *Sampler) Counters() (Counters, error) {
 		WindowFaults:      sums[counterWindowFault],
 		WindowMax:         sums[counterWindowMax],
 		NoRegs:            sums[counterNoRegs],
+		Nested:            sums[counterNested],
 		Malformed:         s.malformed.Load(),
 	}, nil
 }

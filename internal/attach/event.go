@@ -24,7 +24,14 @@ type Event struct {
 	// (cpu-clock, task-clock), the event name for other hardware and
 	// software events ("cycles", "page-faults"), "events" for tracepoints.
 	SampleType string
+	// Probe marks the event of a Sampler of Config.Probes: Name lists
+	// them, comma-separated; every hit is sampled unless Config.Period.
+	Probe bool
 }
+
+// EveryHit reports an event sampled on every hit by default (period 1):
+// a tracepoint or probes.
+func (e Event) EveryHit() bool { return e.IsTracepoint() || e.Probe }
 
 // IsTracepoint reports a tracepoint event (PERF_TYPE_TRACEPOINT). Those
 // need the tracepoint BPF program and sample every hit by default.

@@ -26,7 +26,7 @@ type profileSample struct {
 	UstackLen uint32
 	Comm      [16]int8
 	WindowLen uint32
-	Reserved  uint32
+	Probe     uint32
 	Regs      [17]uint64
 	Data      [71664]uint8
 }
@@ -35,33 +35,40 @@ type profileSample struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	profileMapCounters       = "counters"
-	profileMapEvents         = "events"
-	profileMapScratch        = "scratch"
-	profileMapTargetTids     = "target_tids"
-	profileMapTargets        = "targets"
-	profileMapTpHits         = "tp_hits"
-	profileProgFollowFork    = "follow_fork"
-	profileProgProfile       = "profile"
-	profileProgProfileTp     = "profile_tp"
-	profileProgReportExit    = "report_exit"
-	profileProgStartAtExec   = "start_at_exec"
-	profileVarBoundByVma     = "bound_by_vma"
-	profileVarCallGraphDwarf = "call_graph_dwarf"
-	profileVarCgroupId       = "cgroup_id"
-	profileVarCgroupLevel    = "cgroup_level"
-	profileVarFilterCgroup   = "filter_cgroup"
-	profileVarFilterTgid     = "filter_tgid"
-	profileVarFilterTid      = "filter_tid"
-	profileVarFollowForks    = "follow_forks"
-	profileVarIncludeIdle    = "include_idle"
-	profileVarMaxWindow      = "max_window"
-	profileVarReportExits    = "report_exits"
-	profileVarSkipTgid       = "skip_tgid"
-	profileVarTpPeriod       = "tp_period"
-	profileVarUnusedSample   = "unused_sample"
-	profileVarUserModeCheck  = "user_mode_check"
-	profileVarWakeupBytes    = "wakeup_bytes"
+	profileMapCounters            = "counters"
+	profileMapEvents              = "events"
+	profileMapProbeDepth          = "probe_depth"
+	profileMapProbeHits           = "probe_hits"
+	profileMapProbeMode           = "probe_mode"
+	profileMapScratch             = "scratch"
+	profileMapTargetTids          = "target_tids"
+	profileMapTargets             = "targets"
+	profileMapTpHits              = "tp_hits"
+	profileProgFollowFork         = "follow_fork"
+	profileProgProfile            = "profile"
+	profileProgProfileFentry      = "profile_fentry"
+	profileProgProfileFexit       = "profile_fexit"
+	profileProgProfileKprobe      = "profile_kprobe"
+	profileProgProfileKprobeMulti = "profile_kprobe_multi"
+	profileProgProfileTp          = "profile_tp"
+	profileProgReportExit         = "report_exit"
+	profileProgStartAtExec        = "start_at_exec"
+	profileVarBoundByVma          = "bound_by_vma"
+	profileVarCallGraphDwarf      = "call_graph_dwarf"
+	profileVarCgroupId            = "cgroup_id"
+	profileVarCgroupLevel         = "cgroup_level"
+	profileVarFilterCgroup        = "filter_cgroup"
+	profileVarFilterTgid          = "filter_tgid"
+	profileVarFilterTid           = "filter_tid"
+	profileVarFollowForks         = "follow_forks"
+	profileVarIncludeIdle         = "include_idle"
+	profileVarMaxWindow           = "max_window"
+	profileVarReportExits         = "report_exits"
+	profileVarSkipTgid            = "skip_tgid"
+	profileVarTpPeriod            = "tp_period"
+	profileVarUnusedSample        = "unused_sample"
+	profileVarUserModeCheck       = "user_mode_check"
+	profileVarWakeupBytes         = "wakeup_bytes"
 )
 
 // loadProfile returns the embedded CollectionSpec for profile.
@@ -106,11 +113,15 @@ type profileSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileProgramSpecs struct {
-	FollowFork  *ebpf.ProgramSpec `ebpf:"follow_fork"`
-	Profile     *ebpf.ProgramSpec `ebpf:"profile"`
-	ProfileTp   *ebpf.ProgramSpec `ebpf:"profile_tp"`
-	ReportExit  *ebpf.ProgramSpec `ebpf:"report_exit"`
-	StartAtExec *ebpf.ProgramSpec `ebpf:"start_at_exec"`
+	FollowFork         *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	Profile            *ebpf.ProgramSpec `ebpf:"profile"`
+	ProfileFentry      *ebpf.ProgramSpec `ebpf:"profile_fentry"`
+	ProfileFexit       *ebpf.ProgramSpec `ebpf:"profile_fexit"`
+	ProfileKprobe      *ebpf.ProgramSpec `ebpf:"profile_kprobe"`
+	ProfileKprobeMulti *ebpf.ProgramSpec `ebpf:"profile_kprobe_multi"`
+	ProfileTp          *ebpf.ProgramSpec `ebpf:"profile_tp"`
+	ReportExit         *ebpf.ProgramSpec `ebpf:"report_exit"`
+	StartAtExec        *ebpf.ProgramSpec `ebpf:"start_at_exec"`
 }
 
 // profileMapSpecs contains maps before they are loaded into the kernel.
@@ -119,6 +130,9 @@ type profileProgramSpecs struct {
 type profileMapSpecs struct {
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
+	ProbeDepth *ebpf.MapSpec `ebpf:"probe_depth"`
+	ProbeHits  *ebpf.MapSpec `ebpf:"probe_hits"`
+	ProbeMode  *ebpf.MapSpec `ebpf:"probe_mode"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	TargetTids *ebpf.MapSpec `ebpf:"target_tids"`
 	Targets    *ebpf.MapSpec `ebpf:"targets"`
@@ -169,6 +183,9 @@ func (o *profileObjects) Close() error {
 type profileMaps struct {
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Events     *ebpf.Map `ebpf:"events"`
+	ProbeDepth *ebpf.Map `ebpf:"probe_depth"`
+	ProbeHits  *ebpf.Map `ebpf:"probe_hits"`
+	ProbeMode  *ebpf.Map `ebpf:"probe_mode"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	TargetTids *ebpf.Map `ebpf:"target_tids"`
 	Targets    *ebpf.Map `ebpf:"targets"`
@@ -179,6 +196,9 @@ func (m *profileMaps) Close() error {
 	return _ProfileClose(
 		m.Counters,
 		m.Events,
+		m.ProbeDepth,
+		m.ProbeHits,
+		m.ProbeMode,
 		m.Scratch,
 		m.TargetTids,
 		m.Targets,
@@ -212,17 +232,25 @@ type profileVariables struct {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profilePrograms struct {
-	FollowFork  *ebpf.Program `ebpf:"follow_fork"`
-	Profile     *ebpf.Program `ebpf:"profile"`
-	ProfileTp   *ebpf.Program `ebpf:"profile_tp"`
-	ReportExit  *ebpf.Program `ebpf:"report_exit"`
-	StartAtExec *ebpf.Program `ebpf:"start_at_exec"`
+	FollowFork         *ebpf.Program `ebpf:"follow_fork"`
+	Profile            *ebpf.Program `ebpf:"profile"`
+	ProfileFentry      *ebpf.Program `ebpf:"profile_fentry"`
+	ProfileFexit       *ebpf.Program `ebpf:"profile_fexit"`
+	ProfileKprobe      *ebpf.Program `ebpf:"profile_kprobe"`
+	ProfileKprobeMulti *ebpf.Program `ebpf:"profile_kprobe_multi"`
+	ProfileTp          *ebpf.Program `ebpf:"profile_tp"`
+	ReportExit         *ebpf.Program `ebpf:"report_exit"`
+	StartAtExec        *ebpf.Program `ebpf:"start_at_exec"`
 }
 
 func (p *profilePrograms) Close() error {
 	return _ProfileClose(
 		p.FollowFork,
 		p.Profile,
+		p.ProfileFentry,
+		p.ProfileFexit,
+		p.ProfileKprobe,
+		p.ProfileKprobeMulti,
 		p.ProfileTp,
 		p.ReportExit,
 		p.StartAtExec,

@@ -57,6 +57,7 @@ const (
 	offULen     = 44
 	offComm     = 48
 	offWinLen   = 64
+	offProbe    = 68
 	offRegs     = 72
 	offData     = 208 // the stack window, then the IPs
 	commLen     = 16
@@ -87,6 +88,9 @@ type Sample struct {
 	CPU uint32
 	// Flags holds FlagKernelStackError and FlagUserStackError.
 	Flags uint32
+	// Probe is, for a sample taken on a probe (Config.Probes), the index
+	// of that probe in Config.Probes; 0 for an event's samples.
+	Probe uint32
 	// Comm is the thread's name (task->comm, at most 15 bytes).
 	Comm []byte
 	// KernelIPs holds kernel instruction pointers, UserIPs user ones
@@ -128,6 +132,7 @@ func DecodeRecord(raw []byte, s *Sample) error {
 	s.TID = ne.Uint32(raw[offTid:])
 	s.CPU = ne.Uint32(raw[offCPU:])
 	s.Flags = ne.Uint32(raw[offFlags:])
+	s.Probe = ne.Uint32(raw[offProbe:])
 	comm := raw[offComm : offComm+commLen]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]

@@ -25,6 +25,7 @@ func TestRecordLayout(t *testing.T) {
 		{"ustack_len", unsafe.Offsetof(s.UstackLen), offULen},
 		{"comm", unsafe.Offsetof(s.Comm), offComm},
 		{"window_len", unsafe.Offsetof(s.WindowLen), offWinLen},
+		{"probe", unsafe.Offsetof(s.Probe), offProbe},
 		{"regs", unsafe.Offsetof(s.Regs), offRegs},
 		{"sizeof(regs)", unsafe.Sizeof(s.Regs), 8 * NumRegs},
 		{"data", unsafe.Offsetof(s.Data), offData},

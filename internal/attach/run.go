@@ -120,6 +120,13 @@ func (s *Sampler) setEnabled(on bool) error {
 			errs = append(errs, err)
 		}
 	}
+	if len(s.cfg.Probes) > 0 {
+		mode := uint32(probeOff)
+		if on {
+			mode = probeSample
+		}
+		errs = append(errs, s.setProbeMode(mode))
+	}
 	return errors.Join(errs...)
 }
 

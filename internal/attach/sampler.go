@@ -43,8 +43,15 @@ type Config struct {
 	// back to cpu-clock when there is no PMU (see SoftwareEvent).
 	Event *Event
 	// Period, when not 0, samples every Period events (perf's -c) instead
-	// of at FrequencyHz. Tracepoints default to every hit (Period 1).
+	// of at FrequencyHz. Tracepoints and probes default to every hit
+	// (Period 1); a probe counts its hits per CPU, in BPF.
 	Period uint64
+	// Probes, when not empty, are sampled instead of Event: a stack on
+	// every hit (every Period-th) of each kprobe, uprobe, USDT probe or
+	// trace event (see ParseProbe), at most MaxProbes. Sample.Probe is the
+	// index of the probe hit. They are attached at Open but take samples
+	// only from Enable (CountProbes counts hits before that).
+	Probes []Probe
 	// SoftwareEvent forces the cpu-clock event instead of trying cycles.
 	SoftwareEvent bool
 	// IncludeIdle keeps samples of the idle task (pid 0).
@@ -124,8 +131,10 @@ type Sampler struct {
 	objs      bpfObjects
 	fds       []int
 	links     []link.Link
+	probes    probeLinks
 	reader    *ringbuf.Reader
-	malformed atomic.Uint64 // read by Counters from any goroutine
+	spec      *ebpf.CollectionSpec // the loaded object's spec, for programs loaded later
+	malformed atomic.Uint64        // read by Counters from any goroutine
 	enabled   bool
 	closed    bool
 }
@@ -153,7 +162,7 @@ func (o *bpfObjects) close() error {
 // Errors wrap ErrPermission (not root and lacking CAP_BPF/CAP_PERFMON),
 // ErrNoRingbuf (kernel < 5.8), ErrFrequency or ErrNoPMU.
 func Open(cfg Config) (_ *Sampler, err error) {
-	if cfg.Period == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
+	if cfg.Period == 0 && len(cfg.Probes) == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
 		if err := CheckFrequency(cfg.FrequencyHz); err != nil {
 			return nil, err
 		}
@@ -181,7 +190,12 @@ func Open(cfg Config) (_ *Sampler, err error) {
 	if err := s.load(); err != nil {
 		return nil, err
 	}
-	if err := s.openEvents(); err != nil {
+	if len(cfg.Probes) > 0 {
+		err = s.attachProbes(s.spec)
+	} else {
+		err = s.openEvents()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if s.reader, err = ringbuf.NewReader(s.objs.Events); err != nil {
@@ -248,11 +262,12 @@ func (s *Sampler) load() error {
 	}
 	if s.ringBytes == 0 {
 		hz := s.cfg.FrequencyHz
-		if s.cfg.Period != 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint()) {
+		if s.cfg.Period != 0 || len(s.cfg.Probes) > 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint()) {
 			hz = 4999 // rate unknown: room for a busy event
 		}
 		s.ringBytes = ringSize(hz, len(s.cpus), s.recordBytes())
 	}
+	s.spec = spec
 	var specs profileSpecs
 	if err := spec.Assign(&specs); err != nil {
 		return fmt.Errorf("BPF object and its bindings differ (make generate): %w", err)
@@ -392,7 +407,7 @@ func (s *Sampler) Close() error {
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}
-	errs = append(errs, s.objs.close())
+	errs = append(errs, s.probes.close(), s.objs.close())
 	s.links, s.fds = nil, nil
 	return errors.Join(errs...)
 }

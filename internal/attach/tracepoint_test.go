@@ -55,9 +55,10 @@ func TestCheckFields(t *testing.T) {
 
 // TestProfileNeedsNoKernelBTF checks that loading the sampler's BPF
 // object cannot make cilium/ebpf decode kernel BTF (25-30 ms of CPU):
-// it has only perf_event, classic and raw tracepoint programs (no tp_btf,
-// fentry or iterator, which resolve their target in kernel BTF), and no
-// CO-RE relocation or kfunc call.
+// it has only perf_event, kprobe, classic and raw tracepoint programs (no
+// tp_btf or iterator, which resolve their target in kernel BTF; fentry
+// and fexit only for kernel probes on a kernel without kprobes, loaded
+// apart), and no CO-RE relocation or kfunc call.
 func TestProfileNeedsNoKernelBTF(t *testing.T) {
 	spec, err := loadProfile()
 	if err != nil {
@@ -66,10 +67,12 @@ func TestProfileNeedsNoKernelBTF(t *testing.T) {
 	want := map[string]string{
 		"profile": "", "profile_tp": "",
 		"follow_fork": "task/task_newtask", "start_at_exec": "sched_process_exec",
-		"report_exit": "sched_process_exit",
+		"report_exit":    "sched_process_exit",
+		"profile_kprobe": "", "profile_kprobe_multi": "", "profile_fentry": "", "profile_fexit": "",
 	}
 	for name, p := range spec.Programs {
-		if p.Type != ebpf.PerfEvent && p.Type != ebpf.TracePoint && p.Type != ebpf.RawTracepoint {
+		tracing := p.Type == ebpf.Tracing && (name == "profile_fentry" || name == "profile_fexit")
+		if p.Type != ebpf.PerfEvent && p.Type != ebpf.TracePoint && p.Type != ebpf.RawTracepoint && p.Type != ebpf.Kprobe && !tracing {
 			t.Errorf("program %s is a %s program", name, p.Type)
 		}
 		if to, ok := want[name]; !ok || p.AttachTo != to {
