@@ -16,6 +16,7 @@ output                 attach ksym
 counter                symbolize/... ksym output recorder
 push                   attach symbolize/... ksym unwind recorder output
 probe                  attach symbolize/... ksym output recorder counter unwind
+push/pushtest          push attach symbolize/... ksym unwind recorder output
 unwind                 symbolize
 symbolize/*            symbolize
 symbolize/srcline      symbolize/*
