@@ -35,6 +35,16 @@ func Skipf(t testing.TB, format string, args ...any) {
 	t.Skip("skipping: " + why)
 }
 
+// SkipKernelFeature skips t because the running kernel was built without
+// a feature the test exercises (CONFIG_KPROBES, say). Unlike Skipf it
+// skips under GPROFILE_REQUIRE_PRIV=1 too: CI installs packages, not
+// kernels. Use it only where a sibling test checks, on such a kernel, the
+// one-line error gprofile gives there (so one of the two always runs).
+func SkipKernelFeature(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Skip("skipping: the running kernel lacks it: " + fmt.Sprintf(format, args...))
+}
+
 // RequirePrivileges skips t, saying why, unless the test runs as root
 // (fails it under GPROFILE_REQUIRE_PRIV=1; see Skipf).
 func RequirePrivileges(t testing.TB) {
