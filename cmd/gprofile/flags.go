@@ -46,6 +46,7 @@ type options struct {
 	callGraph  callGraphFlag // --call-graph fp|dwarf[,SIZE]
 	freqSet    bool          // -f given explicitly
 	args       []string      // the command line, for the profile's comments
+	cont       contOptions   // --push, --switch-output and their flags
 }
 
 var (
@@ -135,6 +136,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.writeEmpty, "write-empty", false, "write the profile even when nothing was sampled (by default a run of 0 samples keeps the previous file)")
 	allCPUs := fs.Bool("a", false, "accepted for perf's -a: every CPU is sampled unless -p, -t, --cgroup or -- CMD narrow it")
 	graph := fs.Bool("g", false, "accepted for perf's -g: call stacks are always recorded (--call-graph says how)")
+	o.cont.register(fs)
 	version := fs.Bool("version", false, "print gprofile's version and exit")
 	err := fs.Parse(argv)
 	set := map[string]bool{}
@@ -172,7 +174,13 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	if err := o.checkContinuous(set); err != nil {
+		return nil, err
+	}
 	if err := o.pickOutput(*formatFlag, set["o"]); err != nil {
+		return nil, err
+	}
+	if err := o.checkContinuousOutput(set); err != nil {
 		return nil, err
 	}
 	o.folded = o.format == formatFolded

@@ -31,6 +31,9 @@ func run(o *options) (int, error) {
 	if o.list {
 		return 0, attach.ListEvents(os.Stdout)
 	}
+	if o.cont.on() {
+		return runContinuous(o)
+	}
 	cfg, err := recorderConfig(o)
 	if err != nil {
 		return 1, err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/gprofile/gprofile/internal/push/pushtest"
 )
 
 // testProfile returns a small profile of one sample of fn, 10 ms of
@@ -43,7 +45,7 @@ func TestPyroscopeAPIs(t *testing.T) {
 	labels := map[string]string{LabelServiceName: "web.service", "host": "h1", "kernel": "6.1.0-28-amd64", "env": "a,b={c}"}
 	for _, tc := range []struct{ path, api string }{{"", "push"}, {"/", "push"}, {"/ingest", "ingest"}} {
 		t.Run(tc.api+tc.path, func(t *testing.T) {
-			fake := &fakePyroscope{}
+			fake := &pushtest.Pyroscope{}
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
 			b, err := Open("pyroscope://"+strings.TrimPrefix(srv.URL, "http://")+tc.path, Options{Header: http.Header{"X-Scope-Orgid": {"tenant1"}}})
@@ -56,29 +58,29 @@ func TestPyroscopeAPIs(t *testing.T) {
 			if err := b.Send(context.Background(), testProfile(t, "main.work", labels)); err != nil {
 				t.Fatal(err)
 			}
-			got, err := fake.received()
+			got, err := fake.Received()
 			if err != nil || len(got) != 1 {
 				t.Fatalf("received %d profiles, errors %v; want 1", len(got), err)
 			}
 			r := got[0]
-			if r.api != tc.api {
-				t.Errorf("arrived through %s, want %s", r.api, tc.api)
+			if r.API != tc.api {
+				t.Errorf("arrived through %s, want %s", r.API, tc.api)
 			}
 			want := map[string]string{LabelServiceName: "web.service", "host": "h1", "kernel": "6.1.0-28-amd64", "env": "a_b__c_"}
 			if tc.api == "push" {
 				want["env"] = labels["env"] // the push API takes any value
 				want["__name__"] = PyroscopeProfileName
 			}
-			if !mapsEqual(r.labels, want) {
-				t.Errorf("labels %v, want %v", r.labels, want)
+			if !mapsEqual(r.Labels, want) {
+				t.Errorf("labels %v, want %v", r.Labels, want)
 			}
-			if tc.api == "ingest" && (r.from.Unix() != 1_700_000_000 || r.to.Unix() != 1_700_000_010) {
-				t.Errorf("from %d until %d, want 1700000000 and 1700000010", r.from.Unix(), r.to.Unix())
+			if tc.api == "ingest" && (r.From.Unix() != 1_700_000_000 || r.Until.Unix() != 1_700_000_010) {
+				t.Errorf("from %d until %d, want 1700000000 and 1700000010", r.From.Unix(), r.Until.Unix())
 			}
-			if fn := r.profile.Function[0].Name; fn != "main.work" || r.profile.Mapping[0].BuildID != "abcd" {
-				t.Errorf("profile has %q, build ID %q; want main.work, abcd", fn, r.profile.Mapping[0].BuildID)
+			if fn := r.Profile.Function[0].Name; fn != "main.work" || r.Profile.Mapping[0].BuildID != "abcd" {
+				t.Errorf("profile has %q, build ID %q; want main.work, abcd", fn, r.Profile.Mapping[0].BuildID)
 			}
-			if h := r.header.Get("X-Scope-OrgID"); h != "tenant1" {
+			if h := r.Header.Get("X-Scope-OrgID"); h != "tenant1" {
 				t.Errorf("X-Scope-OrgID %q, want tenant1", h)
 			}
 		})
@@ -102,7 +104,7 @@ func TestPyroscopeRefusals(t *testing.T) {
 		code      int
 		permanent bool
 	}{{400, true}, {401, true}, {429, false}, {408, false}, {500, false}, {503, false}} {
-		fake := &fakePyroscope{failN: 1, failCode: tc.code}
+		fake := &pushtest.Pyroscope{FailN: 1, FailCode: tc.code}
 		srv := httptest.NewServer(fake)
 		b, err := Open("pyroscope://"+strings.TrimPrefix(srv.URL, "http://"), Options{})
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/push/pushtest"
 )
 
 // fastBackoff makes retries quick; the test servers decide how many fail.
@@ -26,7 +28,7 @@ func openFake(t *testing.T, srv *httptest.Server, path string) Backend {
 // retries until it accepts, and every profile arrives once, in order.
 func TestQueueBackoff(t *testing.T) {
 	for _, path := range []string{"", "/ingest"} {
-		fake := &fakePyroscope{failN: 3, failCode: http.StatusServiceUnavailable}
+		fake := &pushtest.Pyroscope{FailN: 3, FailCode: http.StatusServiceUnavailable}
 		srv := httptest.NewServer(fake)
 		var mu sync.Mutex
 		var logs []string
@@ -38,12 +40,12 @@ func TestQueueBackoff(t *testing.T) {
 		}
 		st := q.Close(context.Background())
 		srv.Close()
-		got, err := fake.received()
-		if err != nil || len(got) != 2 || got[0].profile.Function[0].Name != "one" || got[1].profile.Function[0].Name != "two" {
+		got, err := fake.Received()
+		if err != nil || len(got) != 2 || got[0].Profile.Function[0].Name != "one" || got[1].Profile.Function[0].Name != "two" {
 			t.Fatalf("%s: received %d profiles (errors %v), want one then two", path, len(got), err)
 		}
-		if st.Sent != 2 || st.Errors != 3 || st.Dropped != 0 || st.Queued != 0 || fake.requests != 5 {
-			t.Errorf("%s: stats %+v after %d requests; want 2 sent, 3 errors, none dropped or queued, 5 requests", path, st, fake.requests)
+		if st.Sent != 2 || st.Errors != 3 || st.Dropped != 0 || st.Queued != 0 || fake.Requests() != 5 {
+			t.Errorf("%s: stats %+v after %d requests; want 2 sent, 3 errors, none dropped or queued, 5 requests", path, st, fake.Requests())
 		}
 		if len(logs) != 2 || !strings.Contains(logs[0], "retrying") || !strings.Contains(logs[1], "delivered again") {
 			t.Errorf("%s: log %q, want the first failure and the recovery", path, logs)
@@ -54,15 +56,15 @@ func TestQueueBackoff(t *testing.T) {
 // TestQueuePermanent: a refusal that retrying cannot fix drops the
 // profile at once and counts it; the next one goes through.
 func TestQueuePermanent(t *testing.T) {
-	fake := &fakePyroscope{failN: 1, failCode: http.StatusUnauthorized}
+	fake := &pushtest.Pyroscope{FailN: 1, FailCode: http.StatusUnauthorized}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	q := NewQueue(openFake(t, srv, ""), fastBackoff)
 	q.Add(testProfile(t, "refused", map[string]string{LabelServiceName: "s"}))
 	q.Add(testProfile(t, "accepted", map[string]string{LabelServiceName: "s"}))
 	st := q.Close(context.Background())
-	got, _ := fake.received()
-	if st.Sent != 1 || st.Dropped != 1 || st.Errors != 1 || len(got) != 1 || got[0].profile.Function[0].Name != "accepted" {
+	got, _ := fake.Received()
+	if st.Sent != 1 || st.Dropped != 1 || st.Errors != 1 || len(got) != 1 || got[0].Profile.Function[0].Name != "accepted" {
 		t.Errorf("stats %+v, received %d; want 1 sent (accepted), 1 dropped, 1 error", st, len(got))
 	}
 	if n, _ := q.TakeDropped(); n != 1 {

@@ -45,7 +45,7 @@ type intervals struct {
 // for the next one after that (and the ring buffer fills up, its
 // overflow counted as lost samples).
 func (r *Recorder) startIntervals() {
-	iv := &intervals{start: r.start, out: make(chan Interval, 1), done: make(chan struct{}), stop: make(chan struct{})}
+	iv := &intervals{start: r.start.Round(0), out: make(chan Interval, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	r.iv = iv
 	go func() {
 		defer close(iv.done)
@@ -75,7 +75,7 @@ func (r *Recorder) startIntervals() {
 // the run has ended.
 func (r *Recorder) swap(last bool) {
 	c, iv := r.c, r.iv
-	now := time.Now()
+	now := time.Now().Round(0) // wall clock: each interval starts where the last ended, to the ns
 	v := Interval{Aggregate: c.agg, Samples: c.samples - iv.samples, Start: iv.start, Duration: now.Sub(iv.start), Last: last}
 	if r.sampler != nil {
 		v.Counters, _ = r.sampler.Counters() // best effort: zero on error

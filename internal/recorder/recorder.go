@@ -191,6 +191,14 @@ func (r *Recorder) Counters() (attach.Counters, error) {
 	return r.sampler.Counters()
 }
 
+// Event returns the event sampled; zero with Config.Source.
+func (r *Recorder) Event() attach.Event {
+	if r.sampler == nil {
+		return attach.Event{}
+	}
+	return r.sampler.Event()
+}
+
 // CPUs returns the CPUs sampled; nil with Config.Source.
 func (r *Recorder) CPUs() []int {
 	if r.sampler == nil {

@@ -1,4 +1,8 @@
-package push
+// Package pushtest is a fake Grafana Pyroscope server for tests: it
+// decodes what arrives exactly as Pyroscope's documented APIs define it
+// (POST /ingest with a multipart pprof, and the Connect unary call
+// push.v1.PusherService/Push with the protobuf codec) and keeps it.
+package pushtest
 
 import (
 	"errors"
@@ -15,46 +19,67 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// received is one profile as a fake Pyroscope server decoded it.
-type received struct {
-	api      string // "push" or "ingest"
-	labels   map[string]string
-	profile  *profile.Profile
-	from, to time.Time // /ingest only: Unix seconds
-	header   http.Header
+// Received is one profile as the fake server decoded it.
+type Received struct {
+	// API is "push" (Connect) or "ingest".
+	API string
+	// Labels are the series labels: for /ingest, service_name from the
+	// application name and the others from its braces.
+	Labels map[string]string
+	// Profile is the pprof, parsed.
+	Profile *profile.Profile
+	// From and Until are /ingest's query parameters (Unix seconds); zero
+	// for push.
+	From, Until time.Time
+	// Header is the request's.
+	Header http.Header
 }
 
-// fakePyroscope decodes requests as Pyroscope's documented APIs define
-// them: POST /ingest?name=APP{k=v,...}&from=&until=&format=pprof with the
-// pprof in the multipart field "profile", and the Connect unary call
-// POST /push.v1.PusherService/Push with a protobuf push.v1.PushRequest.
-// It fails the first failN requests with failCode, and any request it
-// cannot decode with 400.
-type fakePyroscope struct {
+// PushPath is the path of Pyroscope's Connect push method.
+const PushPath = "/push.v1.PusherService/Push"
+
+// Pyroscope is an http.Handler that decodes requests as Pyroscope's
+// documented APIs define them: POST
+// /ingest?name=APP{k=v,...}&from=&until=&format=pprof with the pprof in
+// the multipart field "profile", and the Connect unary call POST
+// /push.v1.PusherService/Push with a protobuf push.v1.PushRequest. It
+// fails the first FailN requests with FailCode, and any request it
+// cannot decode, or whose Authorization differs from Auth when Auth is
+// set, with 400 or 401. Its methods are safe for concurrent use; set
+// the fields before serving.
+type Pyroscope struct {
+	FailN    int
+	FailCode int
+	Auth     string // the Authorization every request must carry, or ""
+
 	mu       sync.Mutex
-	got      []received
+	got      []Received
 	errs     []error
 	requests int
-	failN    int
-	failCode int
 }
 
-func (f *fakePyroscope) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP decodes one request.
+func (f *Pyroscope) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests++
-	if f.requests <= f.failN {
-		http.Error(w, "failing on purpose", f.failCode)
+	if f.requests <= f.FailN {
+		http.Error(w, "failing on purpose", f.FailCode)
 		return
 	}
-	var got []received
+	if f.Auth != "" && r.Header.Get("Authorization") != f.Auth {
+		f.errs = append(f.errs, fmt.Errorf("authorization %q", r.Header.Get("Authorization")))
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	var got []Received
 	var err error
 	switch {
 	case r.Method != http.MethodPost:
 		err = fmt.Errorf("method %s", r.Method)
 	case r.URL.Path == "/ingest":
 		got, err = decodeIngest(r)
-	case r.URL.Path == PyroscopePushPath:
+	case r.URL.Path == PushPath:
 		got, err = decodePush(r)
 	default:
 		err = fmt.Errorf("path %s", r.URL.Path)
@@ -65,25 +90,33 @@ func (f *fakePyroscope) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i := range got {
-		got[i].header = r.Header.Clone()
+		got[i].Header = r.Header.Clone()
 	}
 	f.got = append(f.got, got...)
-	if r.URL.Path == PyroscopePushPath {
+	if r.URL.Path == PushPath {
 		w.Header().Set("Content-Type", "application/proto")
 	}
 }
 
-// received returns what arrived so far, and the decode errors.
-func (f *fakePyroscope) received() ([]received, error) {
+// Received returns what arrived so far, and the errors of the requests
+// it refused (not those failed on purpose).
+func (f *Pyroscope) Received() ([]Received, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]received(nil), f.got...), errors.Join(f.errs...)
+	return append([]Received(nil), f.got...), errors.Join(f.errs...)
+}
+
+// Requests returns how many requests arrived, failed ones included.
+func (f *Pyroscope) Requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
 }
 
 // ingestName is /ingest's application name: app{k=v,k=v}.
 var ingestName = regexp.MustCompile(`^([^{}]+)(?:\{([^{}]*)\})?$`)
 
-func decodeIngest(r *http.Request) ([]received, error) {
+func decodeIngest(r *http.Request) ([]Received, error) {
 	q := r.URL.Query()
 	if f := q.Get("format"); f != "pprof" {
 		return nil, fmt.Errorf("format %q", f)
@@ -92,7 +125,7 @@ func decodeIngest(r *http.Request) ([]received, error) {
 	if m == nil {
 		return nil, fmt.Errorf("name %q", q.Get("name"))
 	}
-	labels := map[string]string{LabelServiceName: m[1]}
+	labels := map[string]string{"service_name": m[1]}
 	if m[2] != "" {
 		for _, kv := range strings.Split(m[2], ",") {
 			k, v, ok := strings.Cut(kv, "=")
@@ -116,10 +149,10 @@ func decodeIngest(r *http.Request) ([]received, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []received{{api: "ingest", labels: labels, profile: p, from: time.Unix(from, 0), to: time.Unix(until, 0)}}, nil
+	return []Received{{API: "ingest", Labels: labels, Profile: p, From: time.Unix(from, 0), Until: time.Unix(until, 0)}}, nil
 }
 
-func decodePush(r *http.Request) ([]received, error) {
+func decodePush(r *http.Request) ([]Received, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "application/proto" {
 		return nil, fmt.Errorf("content type %q", ct)
 	}
@@ -127,12 +160,12 @@ func decodePush(r *http.Request) ([]received, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []received
+	var out []Received
 	err = eachField(body, func(num protowire.Number, series []byte) error {
 		if num != 1 {
 			return fmt.Errorf("PushRequest field %d", num)
 		}
-		rec := received{api: "push", labels: map[string]string{}}
+		rec := Received{API: "push", Labels: map[string]string{}}
 		err := eachField(series, func(num protowire.Number, b []byte) error {
 			switch num {
 			case 1:
@@ -146,13 +179,13 @@ func decodePush(r *http.Request) ([]received, error) {
 					}
 					return nil
 				})
-				rec.labels[name] = value
+				rec.Labels[name] = value
 				return err
 			case 2:
 				return eachField(b, func(num protowire.Number, b []byte) error {
 					if num == 1 {
 						p, err := profile.ParseData(b)
-						rec.profile = p
+						rec.Profile = p
 						return err
 					}
 					return nil

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/push/pushtest"
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// pushSummary is the last line of a continuous run.
+var pushSummary = regexp.MustCompile(`gprofile: (\d+) samples \((\d+) lost\) in [0-9.]+ s, (\d+) intervals, (\d+) profiles pushed, (\d+) dropped, (\d+) push errors`)
+
+// TestPushPyroscope pushes chain's profile every second for 3.5 s to a
+// fake Pyroscope, through each API: every interval arrives once (the
+// first request fails and is retried), with the labels, tenant and
+// credentials given, the period and times set, chain's functions and its
+// build ID; and the samples of all the profiles add up to what gprofile
+// counted.
+func TestPushPyroscope(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	chain, _ := startChain(t, 30)
+	for _, api := range []string{"push", "ingest"} {
+		t.Run(api, func(t *testing.T) {
+			fake := &pushtest.Pyroscope{FailN: 1, FailCode: 503}
+			srv := httptest.NewServer(fake)
+			defer srv.Close()
+			url := "pyroscope://" + strings.TrimPrefix(srv.URL, "http://")
+			args := []string{"-p", strconv.Itoa(chain.Process.Pid), "-f", "99", "-d", "3.5", "--interval", "1s",
+				"--service", "chainsvc", "--label", "env=ci", "--push-tenant", "t1"}
+			env := os.Environ()
+			if api == "push" {
+				tok := filepath.Join(t.TempDir(), "token")
+				if err := os.WriteFile(tok, []byte("s3cret\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				fake.Auth = "Bearer s3cret"
+				args = append(args, "--push", url, "--push-bearer-token-file", tok)
+			} else {
+				fake.Auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p w"))
+				env = append(env, "GPROFILE_PUSH_BASIC_AUTH=u:p w")
+				args = append(args, "--push", url+"/ingest")
+			}
+			cmd := exec.Command(gp, args...)
+			cmd.Env = env
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
+			}
+			m := pushSummary.FindStringSubmatch(stderr.String())
+			if m == nil {
+				t.Fatalf("no summary line:\n%s", stderr.Bytes())
+			}
+			samples, _ := strconv.ParseInt(m[1], 10, 64)
+			pushed, _ := strconv.Atoi(m[4])
+			got, err := fake.Received()
+			if err != nil {
+				t.Fatalf("the server refused requests: %v\n%s", err, stderr.Bytes())
+			}
+			if len(got) < 3 || len(got) != pushed || m[5] != "0" || m[6] != "1" {
+				t.Fatalf("received %d profiles; gprofile said %s; want at least 3 (3.5 s at 1 s), all pushed, none dropped, 1 error (the 503)", len(got), m[0])
+			}
+			var sum int64
+			names := map[string]bool{}
+			for i, r := range got {
+				want := map[string]string{"service_name": "chainsvc", "env": "ci"}
+				if api == "push" {
+					want["__name__"] = "process_cpu"
+				}
+				for k, v := range want {
+					if r.Labels[k] != v {
+						t.Errorf("profile %d: label %s=%q, want %q (labels %v)", i, k, r.Labels[k], v, r.Labels)
+					}
+				}
+				if r.Labels["host"] == "" || r.Labels["kernel"] == "" || r.Header.Get("X-Scope-OrgID") != "t1" {
+					t.Errorf("profile %d: labels %v, tenant %q; want host, kernel, t1", i, r.Labels, r.Header.Get("X-Scope-OrgID"))
+				}
+				p := r.Profile
+				if p.TimeNanos == 0 || p.DurationNanos <= 0 || p.Period != int64(1e9)/99 {
+					t.Errorf("profile %d: time %d, duration %d ns, period %d; want set, 1e9/99", i, p.TimeNanos, p.DurationNanos, p.Period)
+				}
+				if i > 0 && p.TimeNanos < got[i-1].Profile.TimeNanos+got[i-1].Profile.DurationNanos {
+					t.Errorf("profile %d starts before profile %d ended", i, i-1)
+				}
+				for _, s := range p.Sample {
+					sum += s.Value[0]
+				}
+				for _, f := range p.Function {
+					names[f.Name] = true
+				}
+				built := false
+				for _, mp := range p.Mapping {
+					built = built || strings.HasSuffix(mp.File, "/chain") && mp.BuildID != ""
+				}
+				if !built {
+					t.Errorf("profile %d: no mapping of chain with a build ID: %v", i, p.Mapping)
+				}
+			}
+			if sum != samples {
+				t.Errorf("the profiles hold %d samples, gprofile counted %d", sum, samples)
+			}
+			if !names["chain_c"] {
+				t.Errorf("chain_c is in no profile")
+			}
+		})
+	}
+}
