@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -253,7 +254,7 @@ func (c *continuous) where() string {
 		s += " to " + c.o.cont.push
 	}
 	if c.files != nil {
-		s += " in " + c.files.name(time.Time{})
+		s += " in " + filepath.Join(c.files.dir, c.files.base+".TIME"+c.files.ext)
 	}
 	return s
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -11,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/gprofile/gprofile/internal/push/pushtest"
 	"github.com/gprofile/gprofile/internal/testutil"
@@ -113,5 +119,81 @@ func TestPushPyroscope(t *testing.T) {
 				t.Errorf("chain_c is in no profile")
 			}
 		})
+	}
+}
+
+// TestSwitchOutput profiles chain for 4.5 s with --switch-output 1s and
+// --switch-max-files 3, and reads --metrics while it runs: the directory
+// ends with the 3 newest files (older ones were removed), each a whole
+// pprof with samples, named by its start in time order; the metrics page
+// counts the samples once an interval is done.
+func TestSwitchOutput(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	chain, _ := startChain(t, 30)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(gp, "-p", strconv.Itoa(chain.Process.Pid), "-f", "99", "-d", "4.5",
+		"--switch-output", "1s", "--switch-max-files", "3", "-o", filepath.Join(dir, "p.pb.gz"), "--metrics", addr)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var page []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for page == nil && time.Now().Before(deadline) {
+		if r, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if bytes.Contains(b, []byte("gprofile_intervals_total 1")) {
+				page = b
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
+	}
+	if page == nil {
+		t.Fatalf("no metrics page at %s with one interval done\n%s", addr, stderr.Bytes())
+	}
+	if !regexp.MustCompile(`(?m)^gprofile_samples_total [1-9]`).Match(page) {
+		t.Errorf("metrics page counts no samples:\n%s", page)
+	}
+	m := regexp.MustCompile(`gprofile: (\d+) samples \(0 lost\) in [0-9.]+ s, (\d+) intervals`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no summary line:\n%s", stderr.Bytes())
+	}
+	intervals, _ := strconv.Atoi(m[2])
+	files, err := filepath.Glob(filepath.Join(dir, "p.*.pb.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if intervals < 4 || len(files) != 3 {
+		t.Fatalf("%d intervals, files %v; want at least 4 intervals and the newest 3 files kept\n%s", intervals, files, stderr.Bytes())
+	}
+	var last int64
+	for _, f := range files { // Glob sorts: names sort by start time
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.ParseData(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if p.TimeNanos <= last {
+			t.Errorf("%s starts at %d, not after the file before it (%d)", f, p.TimeNanos, last)
+		}
+		last = p.TimeNanos
+		if len(p.Sample) == 0 {
+			t.Errorf("%s holds no samples", f)
+		}
 	}
 }
