@@ -16,3 +16,9 @@ package attach
 // generated the same way (follow_bpfel.go and follow_bpfel.o).
 //
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -nostdinc -I../../bpf/include" -target bpfel follow ../../bpf/follow.bpf.c
+//
+// bpf/offcpu.bpf.c (--off-cpu: the switch-out, switch-in and stop-pass
+// programs, OffCPU) is generated the same way, for x86-64 (it reads the
+// user registers from pt_regs), as offcpu_x86_bpfel.go and .o.
+//
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -nostdinc -I../../bpf/include" -target amd64 -type sample offcpu ../../bpf/offcpu.bpf.c

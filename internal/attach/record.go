@@ -57,7 +57,7 @@ const (
 	offULen     = 44
 	offComm     = 48
 	offWinLen   = 64
-	offProbe    = 68
+	offProbe    = 68 // probe samples: the probe's index; off-CPU records (FlagOffCPU): state | blocks << 8
 	offRegs     = 72
 	offData     = 208 // the stack window, then the IPs
 	commLen     = 16
@@ -102,6 +102,13 @@ type Sample struct {
 	// sample taken in kernel mode they are the registers saved at the
 	// task's entry into the kernel (a syscall's return point).
 	Regs [NumRegs]uint64
+	// OffCPUState is, with FlagOffCPU, how the thread was off the CPU:
+	// 'S' (sleeping), 'D' (uninterruptible) or 'R' (preempted,
+	// OffCPUConfig.Runnable); 0 for other records.
+	OffCPUState byte
+	// OffCPUBlocks is, with FlagOffCPU, the number of blocks the record
+	// stands for: 1, or the blocks summed with FlagOffCPUShort.
+	OffCPUBlocks uint32
 	// Stack is the user stack copied from address Regs[7] (sp) upward, to
 	// the first page that did not read (FlagWindowFault) or
 	// Config.StackWindow bytes (FlagWindowMax), whichever came first.
@@ -132,7 +139,11 @@ func DecodeRecord(raw []byte, s *Sample) error {
 	s.TID = ne.Uint32(raw[offTid:])
 	s.CPU = ne.Uint32(raw[offCPU:])
 	s.Flags = ne.Uint32(raw[offFlags:])
-	s.Probe = ne.Uint32(raw[offProbe:])
+	s.Probe, s.OffCPUState, s.OffCPUBlocks = ne.Uint32(raw[offProbe:]), 0, 0
+	if s.Flags&FlagOffCPU != 0 {
+		aux := s.Probe
+		s.Probe, s.OffCPUState, s.OffCPUBlocks = 0, byte(aux), aux>>8
+	}
 	comm := raw[offComm : offComm+commLen]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]

@@ -142,6 +142,12 @@ func (s *Sampler) Enable() error {
 	if err := s.setEnabled(true); err != nil {
 		return fmt.Errorf("enable perf events: %w", err)
 	}
+	if s.off != nil {
+		if err := s.startOffCPU(); err != nil {
+			s.setEnabled(false)
+			return err
+		}
+	}
 	s.enabled = true
 	return nil
 }
@@ -188,6 +194,9 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 	go func() {
 		select {
 		case <-ctx.Done():
+			if err := s.stopOffCPU(); err != nil {
+				s.logf("gprofile: %v\n", err)
+			}
 			s.setEnabled(false)
 			s.reader.Flush()
 		case <-stopped:

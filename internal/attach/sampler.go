@@ -77,6 +77,10 @@ type Config struct {
 	// and copies no fewer bytes (bench/window/sweep.sh; BENCHMARKS.md,
 	// "Whole user stacks"); kept to measure it again.
 	StackBoundByVMA bool
+	// OffCPU, when not nil, also records the targets' off-CPU time
+	// (Samples with FlagOffCPU; bpf/offcpu.bpf.c). With OffCPU.Only no
+	// sampling event is opened.
+	OffCPU *OffCPUConfig
 	// Log receives one-line notes (a missing fork tracepoint); nil
 	// discards them. The fallback to cpu-clock goes to Verbose.
 	Log io.Writer
@@ -135,6 +139,7 @@ type Sampler struct {
 	reader    *ringbuf.Reader
 	spec      *ebpf.CollectionSpec // the loaded object's spec, for programs loaded later
 	malformed atomic.Uint64        // read by Counters from any goroutine
+	off       *offCPUProgs         // Config.OffCPU's programs, or nil
 	enabled   bool
 	closed    bool
 }
@@ -190,9 +195,17 @@ func Open(cfg Config) (_ *Sampler, err error) {
 	if err := s.load(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Probes) > 0 {
+	if cfg.OffCPU != nil {
+		if err := s.loadOffCPU(); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(cfg.Probes) > 0:
 		err = s.attachProbes(s.spec)
-	} else {
+	case cfg.OffCPU != nil && cfg.OffCPU.Only:
+		s.event = EventCPUClock // named in summaries; nothing is sampled
+	default:
 		err = s.openEvents()
 	}
 	if err != nil {
@@ -407,7 +420,7 @@ func (s *Sampler) Close() error {
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}
-	errs = append(errs, s.probes.close(), s.objs.close())
+	errs = append(errs, s.probes.close(), s.off.close(), s.objs.close())
 	s.links, s.fds = nil, nil
 	return errors.Join(errs...)
 }
