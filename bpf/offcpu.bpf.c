@@ -332,7 +332,8 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 		__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
 		if (chunk > max_window - off)
 			chunk = max_window - off;
-		if (chunk > PAGE_SIZE)
+		chunk &= 2 * PAGE_SIZE - 1; // for the verifier: a bounded size
+		if (chunk == 0 || chunk > PAGE_SIZE)
 			break;
 		if (bpf_probe_read_user(&s->data[off], chunk, (void *)addr) != 0) {
 			s->flags |= FLAG_WINDOW_FAULT;
@@ -359,7 +360,8 @@ static __always_inline long copy_window_task(struct sample *s, __u64 sp, struct 
 		__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
 		if (chunk > max_window - off)
 			chunk = max_window - off;
-		if (chunk > PAGE_SIZE)
+		chunk &= 2 * PAGE_SIZE - 1; // for the verifier: a bounded size
+		if (chunk == 0 || chunk > PAGE_SIZE)
 			break;
 		if (bpf_copy_from_user_task(&s->data[off], chunk, (void *)addr, task, 0) != 0) {
 			s->flags |= FLAG_WINDOW_FAULT;

@@ -45,6 +45,7 @@ type options struct {
 	writeEmpty bool          // --write-empty: write a profile of 0 samples over the previous one
 	callGraph  callGraphFlag // --call-graph fp|dwarf[,SIZE]
 	freqSet    bool          // -f given explicitly
+	offCPU     offCPUFlags   // --off-cpu and companions
 	args       []string      // the command line, for the profile's comments
 	cont       contOptions   // --push, --switch-output and their flags
 }
@@ -94,6 +95,7 @@ Examples:
   sudo gprofile --cgroup system.slice/nginx.service -d 10
   sudo gprofile -e sched:sched_switch -d 5 -E   where tasks block (every switch)
   sudo gprofile -e page-faults -c 1 -- ./app    every page fault of ./app
+  sudo gprofile --off-cpu -p 1234 -d 10  on-CPU and off-CPU (blocked) time; pprof -sample_index=wall
   gprofile -l                            list the events this machine has
 
 Flags:
@@ -134,6 +136,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.callGraph, "call-graph", "how user stacks are taken: `mode` dwarf[,SIZE] (registers and up to SIZE bytes of stack, unwound with .eh_frame: whole stacks without frame pointers; SIZE default 32768, at most 65536) or fp (frame pointers, walked in BPF)")
 	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections in `dir`, by build ID, so the next run reads them (at most 256 MiB; '' for none)")
 	fs.BoolVar(&o.writeEmpty, "write-empty", false, "write the profile even when nothing was sampled (by default a run of 0 samples keeps the previous file)")
+	o.offCPU.register(fs)
 	allCPUs := fs.Bool("a", false, "accepted for perf's -a: every CPU is sampled unless -p, -t, --cgroup or -- CMD narrow it")
 	graph := fs.Bool("g", false, "accepted for perf's -g: call stacks are always recorded (--call-graph says how)")
 	o.cont.register(fs)
@@ -175,6 +178,9 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	if err := o.checkContinuous(set); err != nil {
+		return nil, err
+	}
+	if err := o.offCPU.check(o, set); err != nil {
 		return nil, err
 	}
 	if err := o.pickOutput(*formatFlag, set["o"]); err != nil {

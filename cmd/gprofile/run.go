@@ -85,6 +85,7 @@ func run(o *options) (int, error) {
 	if o.verbose { // tests wait for this line: signals are handled by now
 		fmt.Fprintln(os.Stderr, "gprofile: sampling started")
 	}
+	offCPUNote(os.Stderr, o)
 	st := startStatus(o, rec)
 	res, err := rec.Run(ctx)
 	st.stop()
@@ -150,6 +151,9 @@ func sampleConfig(o *options) (attach.Config, error) {
 		CallGraph: o.callGraph.mode, StackWindow: o.callGraph.window}
 	if !o.self {
 		cfg.SkipPID = uint32(os.Getpid())
+	}
+	if cfg.OffCPU = o.offCPU.attachConfig(); cfg.OffCPU != nil {
+		cfg.SoftwareEvent = true // on-CPU weights in ns, as off-CPU ones
 	}
 	if o.verbose {
 		cfg.Verbose = os.Stderr
@@ -301,6 +305,9 @@ func pprofMeta(o *options, res *recorder.Result) output.Meta {
 	if ev.SampleType != "cpu" {
 		m.ValueType, m.ValueUnit = ev.SampleType, "count"
 	}
+	if o.offCPU.on {
+		m.DefaultType = output.WallType.Type
+	}
 	switch {
 	case o.period != 0:
 		m.Period = int64(o.period)
@@ -358,6 +365,9 @@ func rate(o *options, ev attach.Event) string {
 func summarize(w io.Writer, o *options, out *outFile, res *recorder.Result) {
 	if o.output != "-" && res.Samples > 0 && !o.quiet {
 		output.WriteTop(w, res.Aggregate, 10)
+	}
+	if o.offCPU.on {
+		offCPUSummary(w, res)
 	}
 	where := "to stdout"
 	view := ""

@@ -178,7 +178,7 @@ func appendFoldedName(buf []byte, f *symbolize.Frame, full bool) []byte {
 		f = &short
 	}
 	buf = appendFrameName(buf, f, true)
-	if isKernel(f) {
+	if isKernel(f) && !isOffCPUMarker(f.Function) {
 		buf = append(buf, kernelSuffix...)
 	}
 	return buf

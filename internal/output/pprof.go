@@ -101,7 +101,9 @@ func parseLabels(names []string) (labelSet, error) {
 // among them; and the labels
 // Meta.Labels chooses: by default a string label "comm" (left out when the
 // comm is "") and a numeric label "pid"; "tid" and "cpu" are numeric
-// labels too. Numeric labels have no unit. Samples are in the order of
+// labels too. Numeric labels have no unit. With an OffCPUType column
+// every sample also gets the string label LabelState (OffCPUFrame).
+// Samples are in the order of
 // Samples. Their locations are in stack order, leaf first: kernel leaf to
 // kernel root, then user leaf to user root.
 //
@@ -153,6 +155,7 @@ func BuildPprof(a *Aggregator, meta Meta) (*profile.Profile, error) {
 	}
 	b := newBuilder(a)
 	b.labels = labels
+	b.state = a.hasOffCPU()
 	p := b.p
 	p.SampleType = []*profile.ValueType{
 		{Type: "samples", Unit: "count"},
@@ -222,6 +225,12 @@ func (b *builder) setLabels(ps *profile.Sample, r *record) {
 			ps.Label = map[string][]string{}
 		}
 		ps.Label[LabelCgroup] = []string{cg}
+	}
+	if b.state {
+		if ps.Label == nil {
+			ps.Label = map[string][]string{}
+		}
+		ps.Label[LabelState] = []string{b.a.stateOf(r.stack)}
 	}
 }
 

@@ -16,6 +16,7 @@ type builder struct {
 	mappings  map[*symbolize.Mapping]rebase     // process mapping -> its segment
 	functions map[functionKey]*profile.Function // interned functions
 	labels    labelSet                          // labels of every sample
+	state     bool                              // a LabelState per sample (off-CPU columns)
 }
 
 // segmentKey identifies a binary segment across processes. Exactly one of

@@ -38,6 +38,8 @@ type collector struct {
 	us      *userStacks                       // unwinds the samples the reader deferred
 	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
 	samples uint64
+	offCPU  *offCPUCols     // the off-CPU columns and markers, or nil
+	vals    []int64         // reused: the values of one sample, by column
 	frames  symbolize.Stats // Frames: the frames of the stacks kept, junk cut, by Reason
 	err     error           // first error of the stream sink
 }
@@ -108,9 +110,10 @@ type exited struct {
 
 // add takes one record of the worker's queue: each kind of record has
 // its own path. The sampler sends CPU samples (the stacks of the
-// sampling event) and process exits; exec records stay with the reader
-// (pipeline). Other kinds of samples (off-CPU time, probe hits) get
-// their case here, and their own weight and aggregate.
+// sampling event), off-CPU blocks (attach.FlagOffCPU: the same stacks
+// and path, a marker frame and their own columns) and process exits;
+// exec records stay with the reader (pipeline). Other kinds of samples
+// (probe hits) get their case here, and their own weight and aggregate.
 func (c *collector) add(s *attach.Sample) {
 	switch {
 	case s.Flags&attach.FlagProcessExit != 0:
@@ -134,7 +137,7 @@ func (c *collector) addStack(s *attach.Sample) {
 	}
 	c.samples++
 	user := c.userIPs(s)
-	h := c.rawHash(s.KernelIPs, user)
+	h := c.rawHash(s.KernelIPs, user, c.offCPU.kind(s))
 	memo := c.stacks[s.PID]
 	if memo == nil || len(memo) >= maxMemo {
 		memo = map[rawHash]stackEntry{}
@@ -142,7 +145,7 @@ func (c *collector) addStack(s *attach.Sample) {
 	}
 	e, ok := memo[h]
 	if !ok {
-		e = c.symbolize(s.PID, s.KernelIPs, user, s.Flags&attach.FlagUserRegs != 0)
+		e = c.symbolize(s, user)
 		if !e.retry {
 			memo[h] = e
 		}
@@ -184,11 +187,18 @@ func (c *collector) emit(s *attach.Sample, e *stackEntry) {
 	if c.cgroups != nil {
 		key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
-	c.agg.AddStack(key, e.id, int64(s.Period))
+	var vals []int64
+	if c.offCPU == nil {
+		c.agg.AddStack(key, e.id, int64(s.Period))
+	} else {
+		vals = c.offCPU.values(c.vals[:0], s)
+		c.vals = vals
+		c.agg.AddValues(key, e.id, vals)
+	}
 	if c.stream != nil && c.err == nil {
 		c.rec = output.Record{
 			Meta: output.SampleMeta{Time: c.wall0.Add(time.Duration(s.TimeNs)), PID: s.PID, TID: s.TID, CPU: s.CPU, Comm: comm},
-			Key:  key, Stack: e.id, Frames: e.st, Weight: int64(s.Period),
+			Key:  key, Stack: e.id, Frames: e.st, Weight: int64(s.Period), Values: vals,
 		}
 		c.err = c.stream.Add(&c.rec)
 	}
@@ -197,10 +207,13 @@ func (c *collector) emit(s *attach.Sample, e *stackEntry) {
 // rawHash hashes a raw stack: maphash of its bytes, and a polynomial
 // over its IPs with a random odd multiplier, so that a clash needs both
 // 64-bit halves to clash.
-func (c *collector) rawHash(kernel, user []uint64) rawHash {
+func (c *collector) rawHash(kernel, user []uint64, kind uint64) rawHash {
 	ne := binary.NativeEndian
-	h2 := uint64(len(kernel))
+	h2 := uint64(len(kernel)) ^ kind<<32
 	k := ne.AppendUint16(c.key[:0], uint16(len(kernel)))
+	if kind != 0 { // an off-CPU stack: its marker is part of it
+		k = ne.AppendUint64(k, kind)
+	}
 	for _, ip := range kernel {
 		k = ne.AppendUint64(k, ip)
 		h2 = (h2 ^ ip) * c.mult
@@ -213,12 +226,14 @@ func (c *collector) rawHash(kernel, user []uint64) rawHash {
 	return rawHash{maphash.Bytes(c.seed, k), h2}
 }
 
-// symbolize makes the memo entry of a raw stack of process pid, seen for
-// the first time in it: symbolized, cut after its junk frames (a
-// frame-pointer walk's; an unwound stack has none, and the interrupted
-// pc of a signal frame there follows no call), its TruncatedIP root
-// named TruncatedFrame, interned in the aggregate.
-func (c *collector) symbolize(pid uint32, kernel, user []uint64, unwound bool) stackEntry {
+// symbolize makes the memo entry of the raw stack of sample s (its user
+// IPs user), seen for the first time in its process: symbolized, cut
+// after its junk frames (a frame-pointer walk's; an unwound stack has
+// none, and the interrupted pc of a signal frame there follows no call),
+// its TruncatedIP root named TruncatedFrame, an off-CPU one's marker
+// frame added as its leaf, interned in the aggregate.
+func (c *collector) symbolize(s *attach.Sample, user []uint64) stackEntry {
+	pid, kernel, unwound := s.PID, s.KernelIPs, s.Flags&attach.FlagUserRegs != 0
 	st := c.sym.Stack(pid, kernel, user)
 	if !unwound {
 		st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
@@ -227,6 +242,9 @@ func (c *collector) symbolize(pid uint32, kernel, user []uint64, unwound bool) s
 	}
 	for i := range st.Frames {
 		c.frames.Frames[st.Frames[i].Reason]++
+	}
+	if s.Flags&attach.FlagOffCPU != 0 {
+		st.Frames = append([]symbolize.Frame{c.offCPU.marker(s)}, st.Frames...)
 	}
 	e := stackEntry{id: c.agg.InternStack(pid, st), retry: hasNoMapping(st)}
 	if c.stream != nil {

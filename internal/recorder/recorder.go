@@ -46,6 +46,10 @@ type Config struct {
 	// its own (not the sampling one); while it runs, one more interval may
 	// finish and wait. Run returns after its call for the last interval.
 	OnInterval func(Interval)
+	// OffCPU gives the aggregate its off-CPU and wall columns with a
+	// Source (Sampling.OffCPU does with a sampler): for tests and
+	// benchmarks that make off-CPU records.
+	OffCPU bool
 	// AfterSampling, when not nil, is called once sampling has ended and
 	// every sample is aggregated, before the symbolizer's caches go:
 	// everything gathered is still in memory (gprofile's
@@ -103,6 +107,9 @@ type Result struct {
 	SymbolNotes []string
 	// StreamErr is the first error of Config.Stream, or nil.
 	StreamErr error
+	// OffCPU are the off-CPU programs' counters (Sampling.OffCPU); zero
+	// without.
+	OffCPU attach.OffCPUCounters
 	// UserStacks counts the samples whose user stack was unwound
 	// (attach.CallGraphDWARF) by the reason the unwind stopped, indexed
 	// by unwind.Stop (StopComplete: whole); StopSummary describes it.
@@ -154,6 +161,15 @@ func New(cfg Config) (_ *Recorder, err error) {
 	}
 	r.start = time.Now()
 	r.c = newCollector(r.sym, cfg.Labels, cfg.PerThread, cfg.Stream)
+	if oc := cfg.Sampling.OffCPU; oc != nil && cfg.Source == nil || cfg.OffCPU {
+		min := attach.DefaultOffCPUMin
+		if oc != nil && oc.MinBlock != 0 {
+			min = oc.MinBlock
+		}
+		if r.c.offCPU, err = newOffCPUCols(r.c.agg, min); err != nil {
+			return nil, err
+		}
+	}
 	u, deferred := unwind.New(unwind.Options{}), new(atomic.Int64)
 	r.us = newUserStacks(r.sym, u, deferred, false)
 	r.c.us = newUserStacks(r.sym, u, deferred, true)
@@ -234,6 +250,9 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		res.Event, res.CPUs, res.MissedCPUs = r.sampler.Event(), r.sampler.CPUs(), r.sampler.MissedCPUs()
+		if res.OffCPU, err = r.sampler.OffCPUCounters(); err != nil {
+			return Result{}, err
+		}
 	}
 	res.Symbols = r.sym.Stats()
 	res.Symbols.Frames = r.c.frames.Frames

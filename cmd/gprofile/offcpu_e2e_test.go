@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// offCPUWorkload builds internal/attach's off-CPU workload and runs it in
+// mode for 60 s (the test's profile ends first).
+func offCPUWorkload(t *testing.T, mode string) *exec.Cmd {
+	t.Helper()
+	bin := testutil.BuildC(t, "../../internal/attach/testdata/offcpu.c", "-O2", "-g", "-pthread", "-fno-omit-frame-pointer")
+	cmd := exec.Command(bin, mode, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// TestOffCPUAlternate profiles, with --off-cpu, a thread that spins
+// 50 ms then sleeps 50 ms: the pprof has the cpu, offcpu and wall columns
+// (wall the default), the sleep chain holds the off-CPU time (state S,
+// ending in [off-cpu:S] in folded) and the spin chain the on-CPU time,
+// about as much of each, and each sample's wall is its cpu plus offcpu.
+func TestOffCPUAlternate(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	w := offCPUWorkload(t, "alternate")
+	out := filepath.Join(t.TempDir(), "p.pb.gz")
+	var stderr bytes.Buffer
+	cmd := exec.Command(gp, "--off-cpu", "-p", strconv.Itoa(w.Process.Pid), "-d", "3", "-o", out)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
+	}
+	t.Logf("%s", stderr.Bytes())
+	p := parseProfileFile(t, out)
+	col := map[string]int{}
+	for i, st := range p.SampleType {
+		col[st.Type] = i
+	}
+	ci, ok1 := col["cpu"]
+	oi, ok2 := col["offcpu"]
+	wi, ok3 := col["wall"]
+	if !ok1 || !ok2 || !ok3 || p.DefaultSampleType != "wall" {
+		t.Fatalf("sample types %v (default %q), want cpu, offcpu and wall (default)", p.SampleType, p.DefaultSampleType)
+	}
+	var spinCPU, sleepOff, other int64
+	for _, s := range p.Sample {
+		if s.Value[wi] != s.Value[ci]+s.Value[oi] {
+			t.Errorf("sample with wall %d, cpu %d, offcpu %d", s.Value[wi], s.Value[ci], s.Value[oi])
+		}
+		var names []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		stack := strings.Join(names, ";")
+		state := s.Label["state"]
+		switch {
+		case strings.Contains(stack, "sleep_inner;sleep_outer") && len(state) == 1 && state[0] == "S":
+			sleepOff += s.Value[oi]
+			if s.Value[ci] != 0 {
+				t.Errorf("off-CPU sample with cpu %d", s.Value[ci])
+			}
+		case strings.Contains(stack, "spin_inner;spin_outer") && len(state) == 1 && state[0] == "on-cpu":
+			spinCPU += s.Value[ci]
+		default:
+			other += s.Value[wi]
+		}
+	}
+	ratio := float64(sleepOff) / float64(spinCPU)
+	t.Logf("sleep chain off CPU %d ns, spin chain on CPU %d ns (ratio %.2f), elsewhere %d ns", sleepOff, spinCPU, ratio, other)
+	if sleepOff < 1e9 || spinCPU < 5e8 {
+		t.Fatalf("sleep chain %d ns off CPU, spin chain %d ns on CPU in 3 s of 50/50", sleepOff, spinCPU)
+	}
+	// The spin is 50 ms of wall time: preemption on a busy machine takes
+	// CPU time from it, never sleep time, so the ratio errs upward.
+	if ratio < 0.8 || ratio > 1.5 {
+		t.Errorf("off/on = %.2f, want about 1 (50 ms of each)", ratio)
+	}
+	if other > (sleepOff+spinCPU)/10 {
+		t.Errorf("%d ns outside the two chains (of %d)", other, sleepOff+spinCPU)
+	}
+
+	// Folded: the off-CPU stack ends in the state's marker frame.
+	fold := exec.Command(gp, "--off-cpu", "-p", strconv.Itoa(w.Process.Pid), "-d", "1", "-E")
+	folded, err := fold.Output()
+	if err != nil {
+		t.Fatalf("gprofile -E: %v", err)
+	}
+	marked := false
+	for _, l := range parseFolded(t, folded) {
+		last := l.frames[len(l.frames)-1]
+		if strings.HasPrefix(last, "[off-cpu") {
+			marked = marked || last == "[off-cpu:S]" && hasChain(l.frames, []string{"sleep_outer", "sleep_inner"})
+		}
+	}
+	if !marked {
+		t.Errorf("no folded stack sleep_outer;sleep_inner;…;[off-cpu:S]:\n%s", folded)
+	}
+}
+
+// TestOffCPUMutex: a thread waiting for a mutex is off CPU in
+// lock_waiter, through pthread_mutex_lock and the futex wait.
+func TestOffCPUMutex(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	w := offCPUWorkload(t, "mutex")
+	out := filepath.Join(t.TempDir(), "p.pb.gz")
+	var stderr bytes.Buffer
+	cmd := exec.Command(gp, "--off-cpu-only", "-p", strconv.Itoa(w.Process.Pid), "-d", "2", "-o", out)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
+	}
+	p := parseProfileFile(t, out)
+	oi := -1
+	for i, st := range p.SampleType {
+		if st.Type == "offcpu" {
+			oi = i
+		}
+	}
+	if oi < 0 {
+		t.Fatalf("no offcpu sample type: %v", p.SampleType)
+	}
+	var waiting, cpu int64
+	for _, s := range p.Sample {
+		names := ""
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names += ";" + ln.Function.Name
+			}
+		}
+		if strings.Contains(names, "lock_waiter") && strings.Contains(names, "futex") {
+			waiting += s.Value[oi]
+		}
+		if s.Label["state"] != nil && s.Label["state"][0] == "on-cpu" {
+			cpu++
+		}
+	}
+	if waiting < 5e8 || cpu != 0 {
+		t.Errorf("%d ns off CPU in lock_waiter through a futex wait in 2 s, %d on-CPU samples (want none with --off-cpu-only)\n%s", waiting, cpu, stderr.Bytes())
+	}
+}
+
+// TestOffCPUFlags: off-CPU flags that cannot work are refused in one line
+// before anything is attached.
+func TestOffCPUFlags(t *testing.T) {
+	gp := buildGprofile(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--off-cpu", "-d", "1"}, "--off-cpu needs a target"},
+		{[]string{"--off-cpu", "-e", "page-faults", "-p", "1", "-d", "1"}, "use -e cpu-clock"},
+		{[]string{"--off-cpu-min", "2ms", "-p", "1", "-d", "1"}, "--off-cpu-min needs --off-cpu"},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(gp, tc.args...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		first, _, _ := strings.Cut(stderr.String(), "\n")
+		if code := exitCode(err); code != 2 || !strings.Contains(first, tc.want) {
+			t.Errorf("gprofile %v: exit %d, first line %q; want exit 2 and %q", tc.args, code, first, tc.want)
+		}
+	}
+}
+
+func parseProfileFile(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	p, err := readProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
