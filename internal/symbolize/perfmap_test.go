@@ -47,6 +47,7 @@ func TestStackPerfMap(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil // no unasked reads on real timers
 	ips := []uint64{0x7f0000001010, 0x7f0000200011, 0x7f0000800001, 0x7f0000002001}
 	st := s.Stack(pid, nil, ips)
 	checkFrames(t, st.Frames, []wantFrame{

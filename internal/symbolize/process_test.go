@@ -54,6 +54,7 @@ func TestStackAfterExit(t *testing.T) {
 	// A later stack of it, with an address in no mapping, cannot re-read
 	// the maps: the old ones stay.
 	s.procs.now = func() time.Time { return time.Now().Add(time.Hour) }
+	s.procs.settle = nil // no unasked reads on real timers
 	st = s.Stack(pid, nil, []uint64{0x10, base + leaf.Value + 1})
 	checkFrames(t, st.Frames, []wantFrame{{"", ReasonNoMapping, "-"}, {"leaf", ReasonNone, bin}})
 	if err := s.Close(); err != nil {
@@ -99,6 +100,7 @@ func TestStackExecDetected(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil // no unasked reads on real timers
 	leaf := symtest.ElfSymbol(t, sh, "leaf")
 	checkFrames(t, s.Stack(pid, nil, []uint64{0x555555554000 + leaf.Value}).Frames,
 		[]wantFrame{{"leaf", ReasonNone, sh}})
@@ -242,6 +244,7 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now } // no time passes
+	s.procs.settle = nil // no unasked reads on real timers
 	s.Observe(pid)
 	p := s.procs.m[pid]
 
@@ -305,6 +308,7 @@ func TestObserveExec(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil // no unasked reads on real timers
 	s.ObserveExec(pid) // first sight
 	p := s.procs.m[pid]
 	if p == nil || !p.seen || len(p.maps) != 1 {
@@ -366,4 +370,44 @@ func TestObserveWhileStackReads(t *testing.T) {
 	if n := reads.Load(); n != 1 {
 		t.Errorf("the binary was read %d times, want once", n)
 	}
+}
+
+// TestSettleReadsMaps: after a new program's first maps read, its maps
+// are read again unasked (settleDelays), so that a library the loader
+// maps next is known even if the process exits before any of its samples
+// is looked up: here the library appears, then the process is gone
+// (maps unreadable), and only then is its address asked for.
+func TestSettleReadsMaps(t *testing.T) {
+	prog := symtest.BuildProg(t, true)
+	lib := symtest.BuildInline(t)
+	const pid = 90
+	fp := newFakeProc(t)
+	progText := textMapping(t, prog, 0x555555554000)
+	libText := textMapping(t, lib, 0x7f0000000000)
+	fp.setMaps(pid, progText)
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	s.procs.settle = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}
+	s.ObserveExec(pid) // the exec-time read: the program alone
+	fp.setMaps(pid, progText, libText)
+	// Wait until the unasked reads have seen the library, then let the
+	// process go.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.procs.mu.Lock()
+		n := len(s.procs.m[pid].maps)
+		s.procs.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("maps never read again unasked: %d mappings known", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := os.Remove(filepath.Join(fp.root, fmt.Sprint(pid), "maps")); err != nil {
+		t.Fatal(err)
+	}
+	plain := symtest.ElfSymbol(t, lib, "plain")
+	st := s.Stack(pid, nil, []uint64{0x7f0000000000 + plain.Value})
+	checkFrames(t, st.Frames, []wantFrame{{"plain", ReasonNone, lib}})
 }

@@ -34,12 +34,61 @@ type procTable struct {
 	// the binary cache (Symbolizer.prepareAll), with mu held.
 	prepare func(p *process, fresh []*procMapping)
 	now     func() time.Time // time.Now; tests replace it
+	// settle is when, after a new program's first maps read, its maps
+	// are read again unasked (settleDelays; nil: never, as in tests that
+	// replace now).
+	settle []time.Duration
 }
+
+// settleDelays are the times after a new program's first maps read (its
+// exec, or first sight) at which its maps are read again whether or not a
+// sample asks, while it lives and runs that program. The dynamic loader
+// maps the libraries after the exec is reported, and a process that runs
+// briefly (a burst of probe hits, say) may exit before its samples leave
+// the ring buffer: read then, its maps are gone, and the samples would
+// have no libraries to unwind or name through. That is four reads of
+// /proc/PID/maps per exec, as perf's mmap records are a few per exec.
+var settleDelays = []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond}
 
 // init makes t an empty table of the processes under procRoot whose
 // new mappings prepare opens.
 func (t *procTable) init(procRoot string, prepare func(*process, []*procMapping)) {
 	t.m, t.root, t.prepare, t.now = make(map[uint32]*process), procRoot, prepare, time.Now
+	t.settle = settleDelays
+}
+
+// scheduleSettle reads p's maps again at each of t.settle after now, on
+// timers, while p is in the table, lives and has not exec'd again (a new
+// program schedules its own). The caller holds t.mu.
+func (t *procTable) scheduleSettle(p *process) {
+	if len(t.settle) == 0 {
+		return
+	}
+	p.settleGen++
+	gen := p.settleGen
+	var at func(i int, prev time.Duration)
+	at = func(i int, prev time.Duration) {
+		time.AfterFunc(t.settle[i]-prev, func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if t.m[p.pid] != p || p.gone || p.settleGen != gen {
+				return
+			}
+			early := p.early
+			t.readMaps(p)
+			if p.settleGen != gen {
+				return // it exec'd: readMaps scheduled the new program's
+			}
+			// Unasked reads leave the early re-reads to the samples.
+			if p.early = early; p.early > 0 {
+				p.reread = 0
+			}
+			if i+1 < len(t.settle) && !p.gone {
+				at(i+1, t.settle[i])
+			}
+		})
+	}
+	at(0, 0)
 }
 
 // observeExec is ObserveExec.
@@ -144,6 +193,7 @@ type process struct {
 	lastRead  time.Time
 	reread    time.Duration // least time from lastRead to the next read
 	early     int           // re-reads left that skip the rate limit (earlyRereads)
+	settleGen int           // bumped per new program: its settle reads (scheduleSettle)
 	exe       fileID        // /proc/PID/exe when the maps were last read
 	lastCheck time.Time
 	cache     map[uint64]frameInfo // by lookup address (address-1 for callers)
@@ -269,6 +319,7 @@ func (t *procTable) readMaps(p *process) bool {
 	switch {
 	case newImage && len(maps) > 0:
 		p.early = earlyRereads // the loader is about to map the libraries
+		defer t.scheduleSettle(p)
 	case p.early > 0:
 		p.early--
 	}

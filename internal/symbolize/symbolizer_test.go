@@ -203,6 +203,7 @@ func TestStackRereadsMaps(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil // no unasked reads on real timers
 	addr := base + symtest.ElfSymbol(t, bin, "middle").Value
 	checkFrames(t, s.Stack(pid, nil, []uint64{addr}).Frames, []wantFrame{{"", ReasonNoMapping, "-"}})
 	fp.setMaps(pid, text)
@@ -305,6 +306,7 @@ func TestForgetSweepsBinaries(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil // no unasked reads on real timers
 	addr := text.Start + 0x10
 	s.Stack(20, nil, []uint64{addr})
 	s.Stack(21, nil, []uint64{addr})
@@ -336,6 +338,7 @@ func TestObserveStackRereadsMaps(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil // no unasked reads on real timers
 	s.Observe(pid)
 	addr := base + symtest.ElfSymbol(t, bin, "middle").Value
 	fp.setMaps(pid, text)
