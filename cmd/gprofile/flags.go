@@ -23,7 +23,10 @@ type options struct {
 	pids       []uint32
 	tids       []uint32
 	cpus       string // -C list, "" for every online CPU
-	event      string // -e name, "" for cycles falling back to cpu-clock
+	event      string   // -e name, "" for cycles falling back to cpu-clock
+	probes     []string // -e kprobe:..., uprobe:..., usdt:..., perf probe events
+	force      bool     // --force: attach probes whatever their hits cost
+	listProbes string   // -l PROBE-PATTERN: list what a probe pattern matches
 	period     uint64 // -c, 0 for frequency mode
 	cgroup     string
 	list       bool
@@ -114,7 +117,8 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.Var(&idsFlag{&o.pids, "pid"}, "p", "profile only these `pids` (comma-separated) and the processes they fork")
 	fs.Var(&idsFlag{&o.tids, "tid"}, "t", "profile only these thread `tids` (comma-separated)")
 	fs.StringVar(&o.cpus, "C", "", "sample only on these `cpus` (0,2-3); default every online CPU")
-	fs.StringVar(&o.event, "e", "", "sample on this `event` (cpu-clock, cycles, page-faults, sched:sched_switch; see -l)")
+	fs.Var(&eventsFlag{o}, "e", "sample on this `event` (cpu-clock, cycles, page-faults, sched:sched_switch; see -l), or on every hit of probes (kprobe:SYM, uprobe:PATH:SYM, usdt:PATH:PROVIDER:NAME; repeat -e for several; gprofile -l shows the syntax)")
+	fs.BoolVar(&o.force, "force", false, "attach probes even when counting their hits first says sampling them would cost more than a few percent of a CPU")
 	fs.Uint64Var(&o.period, "c", 0, "sample every `count` events instead of at -f Hz (tracepoints: default 1, every hit)")
 	fs.StringVar(&o.cgroup, "cgroup", "", "profile only tasks in this cgroup v2 `path` or below (system.slice/x.service)")
 	fs.IntVar(&o.ringSize, "ring-size", 0, "BPF ring buffer size in `bytes` (a power of two, at least a page); default from -f and the CPUs")
@@ -168,6 +172,17 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	if set["ring-size"] && (o.ringSize < os.Getpagesize() || o.ringSize&(o.ringSize-1) != 0) {
 		return nil, fmt.Errorf("--ring-size %d: want a power of two of at least %d bytes (the page size)", o.ringSize, os.Getpagesize())
 	}
+	if o.list && o.event != "" {
+		return nil, fmt.Errorf("-l with -e %s: -l takes a probe pattern (-l 'kprobe:vfs_*') or nothing", o.event)
+	}
+	if o.list && len(o.probes) == 1 && fs.NArg() == 0 {
+		o.listProbes = o.probes[0]
+		return o, nil
+	}
+	if o.list && fs.NArg() == 1 && !slices.Contains(argv, "--") {
+		o.listProbes = fs.Arg(0)
+		return o, nil
+	}
 	if fs.NArg() > 0 {
 		if !slices.Contains(argv, "--") {
 			return nil, fmt.Errorf("unexpected argument %q (to profile a command, put it after --)", fs.Arg(0))
@@ -213,6 +228,32 @@ func (o *options) check() error {
 	if o.period != 0 && o.freqSet {
 		return errors.New("choose one of -f (frequency) and -c (period)")
 	}
+	return nil
+}
+
+// eventsFlag is -e: one event (the last wins, as before), or probes,
+// which add up (each -e one probe); an event and probes do not mix.
+type eventsFlag struct{ o *options }
+
+func (e *eventsFlag) String() string {
+	if e.o == nil {
+		return ""
+	}
+	return strings.Join(append([]string{e.o.event}, e.o.probes...), ",")
+}
+
+func (e *eventsFlag) Set(s string) error {
+	if attach.IsProbeSpec(s) || attach.IsTraceEventProbe(s) {
+		if e.o.event != "" {
+			return fmt.Errorf("-e %s with -e %s: sample on an event or on probes, not both", e.o.event, s)
+		}
+		e.o.probes = append(e.o.probes, s)
+		return nil
+	}
+	if len(e.o.probes) > 0 {
+		return fmt.Errorf("-e %s with -e %s: sample on an event or on probes, not both", s, e.o.probes[0])
+	}
+	e.o.event = s
 	return nil
 }
 

@@ -28,14 +28,23 @@ import (
 // can fail on bad input runs before sampling starts. It returns the exit
 // status: the command's with -- CMD, else 0.
 func run(o *options) (int, error) {
+	if o.listProbes != "" {
+		return 0, listProbes(os.Stdout, o.listProbes)
+	}
 	if o.list {
-		return 0, attach.ListEvents(os.Stdout)
+		if err := attach.ListEvents(os.Stdout); err != nil {
+			return 1, err
+		}
+		return 0, writeProbeSyntax(os.Stdout)
 	}
 	if o.cont.on() {
 		return runContinuous(o)
 	}
 	cfg, err := recorderConfig(o)
 	if err != nil {
+		return 1, err
+	}
+	if err := guardProbeCost(o, cfg.Sampling); err != nil {
 		return 1, err
 	}
 	out, err := createOut(o.output)
@@ -164,6 +173,22 @@ func sampleConfig(o *options) (attach.Config, error) {
 	if err := attach.CheckPrivileges(); err != nil {
 		return cfg, err
 	}
+	if len(o.probes) > 0 {
+		pids, err := tgids(o.pids)
+		if err != nil {
+			return cfg, badUsage(fmt.Errorf("-p: %w", err))
+		}
+		for _, spec := range o.probes {
+			p, err := attach.ParseProbe(spec, pids)
+			if errors.Is(err, attach.ErrBadProbe) {
+				err = badUsage(err)
+			}
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Probes = append(cfg.Probes, p)
+		}
+	}
 	if o.event != "" {
 		ev, err := attach.ParseEvent(o.event)
 		if errors.Is(err, attach.ErrUnknownEvent) {
@@ -174,7 +199,7 @@ func sampleConfig(o *options) (attach.Config, error) {
 		}
 		cfg.Event = &ev
 	}
-	if o.period == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
+	if o.period == 0 && len(cfg.Probes) == 0 && (cfg.Event == nil || !cfg.Event.IsTracepoint()) {
 		if err := attach.CheckFrequency(o.freqHz); err != nil {
 			return cfg, badUsage(err)
 		}
@@ -311,7 +336,7 @@ func pprofMeta(o *options, res *recorder.Result) output.Meta {
 	switch {
 	case o.period != 0:
 		m.Period = int64(o.period)
-	case ev.IsTracepoint():
+	case ev.EveryHit():
 		m.Period = 1
 	case ev.Unit == "nanoseconds":
 		m.Period = int64(1e9 / o.freqHz)
@@ -354,7 +379,7 @@ func rate(o *options, ev attach.Event) string {
 	switch {
 	case o.period != 0:
 		return fmt.Sprintf("period: every %d events", o.period)
-	case ev.IsTracepoint():
+	case ev.EveryHit():
 		return "period: every hit"
 	}
 	return fmt.Sprintf("frequency: %d Hz", o.freqHz)

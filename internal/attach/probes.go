@@ -440,3 +440,36 @@ func (p *probeLinks) close() error {
 	p.fds, p.progs = nil, nil
 	return errors.Join(errs...)
 }
+
+// ProbeCost is what one hit of a probe costs in CPU time: Hit, the trap
+// and the BPF program counting it (paid by the traced thread on every
+// hit), and Sample, the extra of taking a sample in BPF (the registers
+// and stack window or frame-pointer walk, and the ring buffer record).
+type ProbeCost struct {
+	Hit, Sample time.Duration
+}
+
+// Cost returns the per-hit cost of a probe of this kind as measured on
+// this project's machine (BenchmarkProbeHit, BENCHMARKS.md "Probes"):
+// uprobes trap into the kernel on every hit; kernel probes run in the
+// kernel already.
+func (k ProbeKind) Cost() ProbeCost {
+	switch k {
+	case Uprobe, Uretprobe, USDT:
+		return ProbeCost{Hit: uprobeHitCost, Sample: probeSampleCost}
+	case TraceEvent:
+		return ProbeCost{Hit: uprobeHitCost, Sample: probeSampleCost}
+	}
+	return ProbeCost{Hit: kprobeHitCost, Sample: probeSampleCost}
+}
+
+// Per-hit costs (ProbeCost) from BenchmarkProbeHit on this project's
+// machine (BENCHMARKS.md "Probes"): a uprobe's trap and count, and the
+// extra of a sample (registers, stack window or frame-pointer walk, ring
+// buffer record). A kprobe's own cost is not measured there (its kernel
+// has no kprobes): kernel probes are charged the sample cost alone.
+const (
+	uprobeHitCost   = 20 * time.Microsecond
+	kprobeHitCost   = 0
+	probeSampleCost = 10 * time.Microsecond
+)

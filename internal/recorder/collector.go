@@ -39,6 +39,7 @@ type collector struct {
 	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	offCPU  *offCPUCols     // the off-CPU columns and markers, or nil
+	probes  *probeCols      // a column per probe with several probes, or nil
 	vals    []int64         // reused: the values of one sample, by column
 	frames  symbolize.Stats // Frames: the frames of the stacks kept, junk cut, by Reason
 	err     error           // first error of the stream sink
@@ -188,12 +189,17 @@ func (c *collector) emit(s *attach.Sample, e *stackEntry) {
 		key.Cgroup = c.cgroups.Name(s.CgroupID)
 	}
 	var vals []int64
-	if c.offCPU == nil {
-		c.agg.AddStack(key, e.id, int64(s.Period))
-	} else {
+	switch {
+	case c.offCPU != nil:
 		vals = c.offCPU.values(c.vals[:0], s)
 		c.vals = vals
 		c.agg.AddValues(key, e.id, vals)
+	case c.probes != nil:
+		vals = c.probes.values(c.vals[:0], s)
+		c.vals = vals
+		c.agg.AddValues(key, e.id, vals)
+	default:
+		c.agg.AddStack(key, e.id, int64(s.Period))
 	}
 	if c.stream != nil && c.err == nil {
 		c.rec = output.Record{

@@ -170,6 +170,11 @@ func New(cfg Config) (_ *Recorder, err error) {
 			return nil, err
 		}
 	}
+	if probes := cfg.Sampling.Probes; len(probes) > 1 && r.c.offCPU == nil {
+		if r.c.probes, err = newProbeCols(r.c.agg, probes); err != nil {
+			return nil, err
+		}
+	}
 	u, deferred := unwind.New(unwind.Options{}), new(atomic.Int64)
 	r.us = newUserStacks(r.sym, u, deferred, false)
 	r.c.us = newUserStacks(r.sym, u, deferred, true)

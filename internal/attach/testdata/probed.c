@@ -4,6 +4,8 @@
 //   call N    calls probed() N times from loop()
 //   malloc N  calls malloc N times from loop_malloc()
 //   usdt N    fires the USDT probe gprofile:tick N times
+//   timed N   calls probed() N times from loop() and prints the ns a
+//             call took on average: "ns 12.5" (BenchmarkProbeHit)
 //   sem       prints the USDT semaphore ("sem 0", "sem 1") each time it
 //             changes, until stdin closes
 // and prints "done". It prints "ready" once it waits for stdin.
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -89,7 +92,14 @@ int main(int argc, char **argv)
 		open_files(n);
 	else if (strcmp(argv[1], "call") == 0)
 		loop(n);
-	else if (strcmp(argv[1], "malloc") == 0)
+	else if (strcmp(argv[1], "timed") == 0) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		loop(n);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+		printf("ns %.1f\n", n > 0 ? ns / n : 0);
+	} else if (strcmp(argv[1], "malloc") == 0)
 		loop_malloc(n);
 	else if (strcmp(argv[1], "usdt") == 0)
 		ticks(n);
