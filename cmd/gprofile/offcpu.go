@@ -42,6 +42,9 @@ func (f *offCPUFlags) check(o *options, set map[string]bool) error {
 	if o.pids == nil && o.tids == nil && o.cgroup == "" && o.command == nil {
 		return errors.New("--off-cpu needs a target (-p, -t, --cgroup or -- CMD): whole-system off-CPU time is mostly idle thread pools and kernel threads waiting for work")
 	}
+	if len(o.probes) > 0 {
+		return fmt.Errorf("--off-cpu with -e %s: off-CPU time goes with CPU time from cpu-clock, not probe hits; profile the probes in a run of their own", o.probes[0])
+	}
 	if o.event != "" && o.event != "cpu-clock" && o.event != "task-clock" {
 		return fmt.Errorf("--off-cpu with -e %s: off-CPU time is in ns, so CPU samples must be too: use -e cpu-clock (the default with --off-cpu)", o.event)
 	}

@@ -165,6 +165,7 @@ func TestOffCPUFlags(t *testing.T) {
 		{[]string{"--off-cpu", "-d", "1"}, "--off-cpu needs a target"},
 		{[]string{"--off-cpu", "-e", "page-faults", "-p", "1", "-d", "1"}, "use -e cpu-clock"},
 		{[]string{"--off-cpu-min", "2ms", "-p", "1", "-d", "1"}, "--off-cpu-min needs --off-cpu"},
+		{[]string{"--off-cpu", "-e", "uprobe:libc:malloc", "-p", "1", "-d", "1"}, "not probe hits"},
 	} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(gp, tc.args...)

@@ -143,3 +143,12 @@ func (a *Aggregator) displayUnit() string {
 	c := a.extra[int(a.display)-numFixed]
 	return c.Type + " " + c.Unit
 }
+
+// Empty returns a new Aggregator with a's columns and display column and
+// no samples: the next interval of a continuous run.
+func (a *Aggregator) Empty() *Aggregator {
+	b := NewAggregator()
+	b.extra = append([]ValueType(nil), a.extra...)
+	b.display = a.display
+	return b
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/gprofile/gprofile/internal/symbolize"
 )
 
 // TestColumns: columns added to an Aggregator become pprof sample types
@@ -110,5 +112,32 @@ func TestColumnsDefaultUnchanged(t *testing.T) {
 		if len(s.Value) != 2 {
 			t.Fatalf("sample values %v, want 2", s.Value)
 		}
+	}
+}
+
+// TestEmptyKeepsColumns: Empty gives an aggregate with the same columns
+// and display column, and none of the samples.
+func TestEmptyKeepsColumns(t *testing.T) {
+	a := NewAggregator()
+	off, err := a.AddColumn(OffCPUType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetDisplayColumn(off); err != nil {
+		t.Fatal(err)
+	}
+	id := a.InternStack(1, &symbolize.Stack{})
+	a.AddValues(SampleKey{PID: 1, Comm: "x"}, id, []int64{1, 0, 5})
+	b := a.Empty()
+	if b.NumColumns() != 3 || b.Columns()[0] != OffCPUType || b.display != off {
+		t.Errorf("Empty: %d columns %v, display %d; want the 3 of a, display %d", b.NumColumns(), b.Columns(), b.display, off)
+	}
+	if b.Len() != 0 || a.Len() != 1 {
+		t.Errorf("Empty has %d entries, a %d; want 0 and 1", b.Len(), a.Len())
+	}
+	id = b.InternStack(1, &symbolize.Stack{})
+	b.AddValues(SampleKey{PID: 1, Comm: "x"}, id, []int64{1, 0, 7})
+	if got := b.ColumnTotal(off); got != 7 {
+		t.Errorf("Empty's off-CPU total %d after adding 7", got)
 	}
 }

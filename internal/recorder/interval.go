@@ -81,7 +81,7 @@ func (r *Recorder) swap(last bool) {
 		v.Counters, _ = r.sampler.Counters() // best effort: zero on error
 	}
 	iv.start, iv.samples = now, c.samples
-	c.agg = output.NewAggregator()
+	c.agg = c.agg.Empty()
 	clear(c.stacks)
 	clear(c.comms)
 	iv.out <- v
