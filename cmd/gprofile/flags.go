@@ -22,12 +22,12 @@ type options struct {
 	duration   time.Duration // 0: until Ctrl-C
 	pids       []uint32
 	tids       []uint32
-	cpus       string // -C list, "" for every online CPU
+	cpus       string   // -C list, "" for every online CPU
 	event      string   // -e name, "" for cycles falling back to cpu-clock
 	probes     []string // -e kprobe:..., uprobe:..., usdt:..., perf probe events
 	force      bool     // --force: attach probes whatever their hits cost
 	listProbes string   // -l PROBE-PATTERN: list what a probe pattern matches
-	period     uint64 // -c, 0 for frequency mode
+	period     uint64   // -c, 0 for frequency mode
 	cgroup     string
 	list       bool
 	command    []string // after --: the command to start and profile

@@ -244,7 +244,7 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now } // no time passes
-	s.procs.settle = nil // no unasked reads on real timers
+	s.procs.settle = nil                          // no unasked reads on real timers
 	s.Observe(pid)
 	p := s.procs.m[pid]
 
@@ -309,7 +309,7 @@ func TestObserveExec(t *testing.T) {
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
 	s.procs.settle = nil // no unasked reads on real timers
-	s.ObserveExec(pid) // first sight
+	s.ObserveExec(pid)   // first sight
 	p := s.procs.m[pid]
 	if p == nil || !p.seen || len(p.maps) != 1 {
 		t.Fatalf("first ObserveExec: process %+v, want its maps read", p)
