@@ -180,3 +180,37 @@ func TestProbeCostGuard(t *testing.T) {
 		t.Errorf("gprofile --force: %v, stderr %s; no probed stack in:\n%s", err, stderr.Bytes(), out)
 	}
 }
+
+// TestStatProbes: gprofile stat -a counts a uprobe's and a USDT probe's
+// hits exactly (the workload is the only user of its fresh binary), and
+// refuses, in one line, a probe without -a (children cannot inherit a
+// probe counter).
+func TestStatProbes(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	bin := buildProbedCLI(t)
+	uspec, dspec := "uprobe:"+bin+":probed", "usdt:"+bin+":gprofile:tick"
+	work := "echo go | " + bin + " call 1234 >/dev/null && echo go | " + bin + " usdt 77 >/dev/null"
+	var stderr bytes.Buffer
+	cmd := exec.Command(gp, "stat", "-a", "-x", ",", "-e", uspec+","+dspec, "--", "sh", "-c", work)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gprofile stat: %v\n%s", err, stderr.Bytes())
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if f := strings.Split(line, ","); len(f) > 2 {
+			got[f[2]] = f[0]
+		}
+	}
+	if got[uspec] != "1234" || got[dspec] != "77" {
+		t.Errorf("counts %v; want %s 1234 and %s 77\n%s", got, uspec, dspec, stderr.Bytes())
+	}
+	stderr.Reset()
+	cmd = exec.Command(gp, "stat", "-e", uspec, "--", "true")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if first, _, _ := strings.Cut(stderr.String(), "\n"); exitCode(err) != 2 || !strings.Contains(first, "add -a") {
+		t.Errorf("gprofile stat -e %s without -a: exit %d, %q; want exit 2 and add -a", uspec, exitCode(err), stderr.String())
+	}
+}

@@ -153,8 +153,33 @@ func statSpecs(o *statOptions) ([]counter.Spec, error) {
 			list = strings.Replace(list, "task-clock", "cpu-clock", 1)
 		}
 	}
-	specs, err := counter.ParseList(list, attach.ParseEvent)
-	return specs, badUsage(err)
+	specs, err := counter.ParseList(list, statEvent)
+	if errors.Is(err, attach.ErrNoKprobes) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, badUsage(err)
+	}
+	for _, sp := range specs {
+		if sp.Event.IsProbeCounter() && !o.all {
+			return nil, badUsage(fmt.Errorf("-e %s: a probe is counted system-wide only: add -a (a command's or process's children cannot inherit a probe counter); to count one command's hits, make a probe event (perf probe -x BIN SYM) and count it: -e probe_BIN:SYM", sp.Name))
+		}
+	}
+	return specs, nil
+}
+
+// statEvent is stat's event parser: attach.ParseEvent's events, and
+// probes (kprobe:, uprobe:, usdt: …) counted through the kernel's probe
+// PMUs (attach.ProbeCountEvent).
+func statEvent(name string) (attach.Event, error) {
+	if !attach.IsProbeSpec(name) {
+		return attach.ParseEvent(name)
+	}
+	p, err := attach.ParseProbe(name, nil)
+	if err != nil {
+		return attach.Event{}, err
+	}
+	return attach.ProbeCountEvent(p)
 }
 
 // runStat counts, prints and returns the command's exit status.

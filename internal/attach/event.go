@@ -27,6 +27,10 @@ type Event struct {
 	// Probe marks the event of a Sampler of Config.Probes: Name lists
 	// them, comma-separated; every hit is sampled unless Config.Period.
 	Probe bool
+	// Config2 is perf_event_attr.config2 (Ext2): a probe counter's offset
+	// (ProbeCountEvent); config1 is the name it points to (AttrExt).
+	Config2 uint64
+	config1 []byte
 }
 
 // EveryHit reports an event sampled on every hit by default (period 1):

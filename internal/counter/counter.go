@@ -128,9 +128,12 @@ func Threads(pid int) ([]int, error) {
 // exec), members follow their leader; inherit for a process.
 func Attr(specs []Spec, i int, t Target) *unix.PerfEventAttr {
 	ev := specs[i].Event
+	ext1, ext2 := ev.AttrExt()
 	attr := &unix.PerfEventAttr{
 		Type:        ev.Type,
 		Config:      ev.Config,
+		Ext1:        ext1,
+		Ext2:        ext2,
 		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Read_format: readFormat,
 		Bits:        unix.PerfBitExcludeGuest,
