@@ -30,7 +30,7 @@ type Event struct {
 	// Config2 is perf_event_attr.config2 (Ext2): a probe counter's offset
 	// (ProbeCountEvent); config1 is the name it points to (AttrExt).
 	Config2 uint64
-	config1 []byte
+	config1 *byte // the first byte of a NUL-terminated name (a pointer keeps Event comparable)
 }
 
 // EveryHit reports an event sampled on every hit by default (period 1):

@@ -61,7 +61,7 @@ func ProbeCountEvent(p Probe) (Event, error) {
 	if p.Kind == Uretprobe || p.Kind == Kretprobe {
 		ev.Config |= 1 // format/retprobe: config:0
 	}
-	ev.config1 = append([]byte(target), 0)
+	ev.config1 = &append([]byte(target), 0)[0]
 	return ev, nil
 }
 
@@ -69,15 +69,15 @@ func ProbeCountEvent(p Probe) (Event, error) {
 // pass one to new children (perf_event_attr.inherit): it reads config1's
 // name again in each child, where the address means nothing, and the
 // child's fork fails (EFAULT). Count one system-wide.
-func (e *Event) IsProbeCounter() bool { return len(e.config1) > 0 }
+func (e *Event) IsProbeCounter() bool { return e.config1 != nil }
 
 // AttrExt returns what perf_event_attr's config1 and config2 (Ext1,
 // Ext2) hold for e: for a probe counter (ProbeCountEvent), the address of
 // its NUL-terminated path or function name, valid while e (or a copy of
 // it) is reachable, and its offset; else 0, 0.
 func (e *Event) AttrExt() (ext1, ext2 uint64) {
-	if len(e.config1) == 0 {
+	if e.config1 == nil {
 		return 0, e.Config2
 	}
-	return uint64(uintptr(unsafe.Pointer(&e.config1[0]))), e.Config2
+	return uint64(uintptr(unsafe.Pointer(e.config1))), e.Config2
 }
