@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/gprofile/gprofile/internal/push"
 	"github.com/gprofile/gprofile/internal/push/pushtest"
 	"github.com/gprofile/gprofile/internal/testutil"
 )
@@ -195,5 +196,51 @@ func TestSwitchOutput(t *testing.T) {
 		if len(p.Sample) == 0 {
 			t.Errorf("%s holds no samples", f)
 		}
+	}
+}
+
+// TestPushParca pushes chain's profile every second for 3.5 s to a real
+// Parca server (scripts/build-test-servers.sh builds it) and queries it
+// back: the merged profile of the service holds chain_c under main, with
+// as much CPU time as gprofile counted samples (each one period), and the
+// labels given are on the series.
+func TestPushParca(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	srv := pushtest.StartParca(t)
+	gp := buildGprofile(t)
+	chain, _ := startChain(t, 30)
+	start := time.Now()
+	cmd := exec.Command(gp, "-p", strconv.Itoa(chain.Process.Pid), "-f", "99", "-d", "3.5", "--interval", "1s",
+		"--push", "parca://"+srv.Addr, "--service", "chainsvc", "--label", "env=ci")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
+	}
+	m := pushSummary.FindStringSubmatch(stderr.String())
+	if m == nil || m[5] != "0" || m[6] != "0" {
+		t.Fatalf("summary %q: want every profile pushed, none dropped, no errors\n%s", m, stderr.Bytes())
+	}
+	samples, _ := strconv.ParseInt(m[1], 10, 64)
+	cpu := pushtest.ProfileType{Name: push.ParcaProfileName, SampleType: "cpu", SampleUnit: "nanoseconds", PeriodType: "cpu", PeriodUnit: "nanoseconds", Delta: true}
+	from, to := start.Add(-time.Minute), time.Now().Add(time.Minute)
+	merged, err := srv.Merge(cpu.String()+`{service_name="chainsvc",env="ci"}`, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	chained := false
+	for _, s := range merged.Sample {
+		total += s.Value[0]
+		var names []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		chained = chained || hasChain(reversed(names), []string{"main", "chain_a", "chain_b", "chain_c"})
+	}
+	if want := samples * (int64(1e9) / 99); total != want || !chained {
+		t.Errorf("Parca holds %d ns for chainsvc (main;…;chain_c in it: %v); gprofile counted %d samples = %d ns\n%s", total, chained, samples, want, stderr.Bytes())
 	}
 }
