@@ -82,17 +82,17 @@ func NewTable(f *elf.File) (*Table, error) {
 	return t, nil
 }
 
+// sectionData reads s whole (inflated when SHF_COMPRESSED: debug/elf then
+// gives its inflated Size) into one buffer of its size, where io.ReadAll's
+// doubling would copy and clear about twice the bytes (a Go binary's
+// .gopclntab is megabytes).
 func sectionData(s *elf.Section) ([]byte, error) {
 	if s.Size > maxSectionBytes {
 		return nil, fmt.Errorf("section %s of %d bytes", s.Name, s.Size)
 	}
-	r := io.LimitReader(s.Open(), maxSectionBytes+1)
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSectionBytes {
-		return nil, fmt.Errorf("section %s inflates past %d bytes", s.Name, maxSectionBytes)
+	data := make([]byte, s.Size)
+	if _, err := io.ReadFull(s.Open(), data); err != nil {
+		return nil, fmt.Errorf("read section %s: %w", s.Name, err)
 	}
 	return data, nil
 }
@@ -152,14 +152,43 @@ func goTopFuncs(f *elf.File) map[uint64]bool {
 	if f.Section(".gopclntab") == nil && f.Section(".go.buildinfo") == nil {
 		return nil
 	}
-	syms, err := f.Symbols()
+	if f.Class != elf.ELFCLASS64 || f.ByteOrder != binary.LittleEndian {
+		return nil // scanTopFuncs reads ELF64 little-endian entries
+	}
+	symtab := f.SectionByType(elf.SHT_SYMTAB)
+	if symtab == nil || symtab.Link == 0 || int(symtab.Link) >= len(f.Sections) {
+		return nil
+	}
+	syms, err := sectionData(symtab)
 	if err != nil {
 		return nil
 	}
+	strs, err := sectionData(f.Sections[symtab.Link])
+	if err != nil {
+		return nil
+	}
+	return scanTopFuncs(syms, strs)
+}
+
+// scanTopFuncs finds goTopNames in a little-endian ELF64 symbol table and
+// its string table, reading the 24-byte entries in place: f.Symbols()
+// made a string and a Symbol of every one of a Go binary's tens of
+// thousands of symbols to find four.
+func scanTopFuncs(syms, strs []byte) map[uint64]bool {
+	const entry = 24 // Elf64_Sym: name u32, info, other, shndx u16, value u64, size u64
 	top := map[uint64]bool{}
-	for _, s := range syms {
-		if goTopNames[s.Name] && s.Value != 0 {
-			top[s.Value] = true
+	for off := entry; off+entry <= len(syms); off += entry {
+		name := binary.LittleEndian.Uint32(syms[off:])
+		value := binary.LittleEndian.Uint64(syms[off+8:])
+		if value == 0 || int64(name) >= int64(len(strs)) || strs[name] != 'r' {
+			continue // every goTopNames entry starts with "runtime."
+		}
+		end := bytes.IndexByte(strs[name:], 0)
+		if end < 0 {
+			continue
+		}
+		if goTopNames[string(strs[name:int(name)+end])] { // no allocation: map lookup of a converted []byte
+			top[value] = true
 		}
 	}
 	return top

@@ -172,6 +172,11 @@ func lazyManyUnits(t *testing.T) (bin string, raw []byte, f *elf.File, ref srcli
 // returns its path, the open ELF file and a line reader given its whole
 // sections (the reference). It skips when gcc cannot compress DWARF.
 func buildManyUnits(t *testing.T) (string, *elf.File, srcline.Source) {
+	return buildManyUnitsDWARF(t, true)
+}
+
+// buildManyUnitsDWARF is buildManyUnits, with compressed DWARF or not.
+func buildManyUnitsDWARF(t *testing.T, compressed bool) (string, *elf.File, srcline.Source) {
 	gcc := symtest.LookPath(t, "gcc", "builds the test program with compressed DWARF")
 	dir := t.TempDir()
 	var srcs []string
@@ -192,14 +197,18 @@ func buildManyUnits(t *testing.T) (string, *elf.File, srcline.Source) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "many")
-	symtest.Run(t, gcc, append([]string{"-O2", "-g", "-gz=zlib", "-o", bin, main}, srcs...)...)
+	gz := "-gz=zlib"
+	if !compressed {
+		gz = "-gz=none"
+	}
+	symtest.Run(t, gcc, append([]string{"-O2", "-g", gz, "-o", bin, main}, srcs...)...)
 
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	if s := f.Section(".debug_info"); s == nil || s.Flags&elf.SHF_COMPRESSED == 0 {
+	if s := f.Section(".debug_info"); compressed && (s == nil || s.Flags&elf.SHF_COMPRESSED == 0) {
 		testutil.Skipf(t, "gcc -gz=zlib wrote no compressed .debug_info (binutils without zlib?)")
 	}
 	whole := map[string][]byte{}
@@ -211,4 +220,38 @@ func buildManyUnits(t *testing.T) (string, *elf.File, srcline.Source) {
 		}
 	}
 	return bin, f, NewTable(newDWARFData(whole, false))
+}
+
+// TestLazyUncompressedMatchesWhole: uncompressed DWARF sections of
+// lazySectionMin bytes or more are read on demand too (from the file, not
+// inflated), and answer every address as the whole sections do.
+func TestLazyUncompressedMatchesWhole(t *testing.T) {
+	bin, f, ref := buildManyUnitsDWARF(t, false)
+	oldMin, oldStep := lazySectionMin, lazyInflateStep
+	lazySectionMin, lazyInflateStep = 0, 512
+	t.Cleanup(func() { lazySectionMin, lazyInflateStep = oldMin, oldStep })
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, lr, err := elfio.OpenELF(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ef.Section(".debug_info"); s == nil || s.Flags&elf.SHF_COMPRESSED != 0 {
+		t.Fatalf("gcc -gz=none wrote a compressed or no .debug_info")
+	}
+	d := Load(ef, lr, nil)
+	if d == nil || d.InfoZ == nil || d.LineZ == nil {
+		t.Fatalf("Load: %v; want .debug_info and .debug_line read on demand", d != nil)
+	}
+	x := NewTable(d)
+	first := symtest.ElfSymbol(t, bin, "f0_0").Value
+	if got := x.Lines(first); len(got) == 0 || got[len(got)-1].Function != "f0_0" {
+		t.Fatalf("lines(f0_0) = %+v", got)
+	}
+	if d.InfoZ.complete() || d.InfoZ.avail > len(d.info)/2 {
+		t.Errorf("after one lookup in the first unit: %d of %d bytes of .debug_info read; want under half", d.InfoZ.avail, len(d.info))
+	}
+	checkAllLines(t, f, ref, x)
 }

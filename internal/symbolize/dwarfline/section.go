@@ -44,7 +44,8 @@ type sectionBytes struct {
 }
 
 // lazySection is a zlib-compressed section inflated on demand, front to
-// back, since a zlib stream cannot be entered in the middle: buf has
+// back, since a zlib stream cannot be entered in the middle (or a large
+// uncompressed one read from the file on demand the same way): buf has
 // the section's whole decompressed size (from its compression header)
 // and its first avail bytes are valid; the rest is zero until prefix
 // asks for it. A profile that samples a few functions of glibc thus
@@ -131,12 +132,14 @@ func (s *lazySection) complete() bool {
 
 // dwarfSectionData returns the contents of the DWARF section s of f,
 // decompressed, when they are at most max bytes and lie inside the file.
-// Uncompressed sections are read with one ReadAt. SHF_COMPRESSED zlib
+// Other uncompressed sections are read with one ReadAt. SHF_COMPRESSED zlib
 // sections (as distributions and the Go linker write them) are inflated
 // without the zlib Adler-32 check (a corrupt stream still fails to
 // inflate or gives corrupt DWARF, which the reader survives): when lazy
 // and at least lazySectionMin bytes, on demand (sectionBytes.lazy), else
-// whole, straight into a buffer of the size their header gives. With a
+// whole, straight into a buffer of the size their header gives.
+// Uncompressed lazy sections of lazySectionMin bytes or more are read
+// from the file on demand the same way. With a
 // cache slot, the bytes the cache has are read rather than inflated, and
 // a section inflated whole is saved to it at once (a lazy one by
 // lazySection.save). Other compressions (zstd, GNU .zdebug) go through
@@ -158,6 +161,15 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 		return b, nil
 	}
 	if !compressed {
+		if lazy && s.FileSize >= lazySectionMin {
+			// Read on demand as an inflated section is: a binary with
+			// uncompressed DWARF (a Python built from source: 9 MB of
+			// .debug_info in libpython) keeps the units before the
+			// sampled ones, not the whole section, in its pages.
+			out := make([]byte, s.FileSize)
+			return sectionBytes{data: out, lazy: &lazySection{buf: out,
+				zr: io.NewSectionReader(lr, int64(s.Offset), int64(s.FileSize))}}, nil
+		}
 		raw, err := read(s.FileSize)
 		return sectionBytes{data: raw}, err
 	}
