@@ -6,7 +6,7 @@
 # /var/cache/gprofile-ci), outside the checkout:
 #
 #   $CACHE/parca-$PARCA_VERSION/parca       $CACHE/bin/parca   -> it
-#   $CACHE/otelcol-$OTELCOL_VERSION/otelcol $CACHE/bin/otelcol -> it
+#   $CACHE/otelcol-$OTELCOL_VERSION-CONFIGHASH/otelcol $CACHE/bin/otelcol -> it
 #
 # The tests find them through GPROFILE_PARCA and GPROFILE_OTELCOL, else
 # through $CACHE/bin (internal/testutil.TestServer). Both are built in a
@@ -50,31 +50,43 @@ build_parca() {
 	ln -sfn "$out" "$CACHE/bin/parca"
 }
 
+# otelcol_config prints the builder's configuration, the distribution
+# going to $1. The default URI scheme is file (the builder's default, env,
+# needs the env provider, which is not built in).
+otelcol_config() {
+	cat <<-EOF
+		dist:
+		  name: otelcol
+		  description: OTLP receiver with file and debug exporters, for gprofile's push tests
+		  module: github.com/gprofile/gprofile/otelcol
+		  output_path: $1
+		  version: $OTELCOL_VERSION
+		conf_resolver:
+		  default_uri_scheme: file
+		receivers:
+		  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver v$OTELCOL_VERSION
+		exporters:
+		  - gomod: go.opentelemetry.io/collector/exporter/debugexporter v$OTELCOL_VERSION
+		  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v$OTELCOL_VERSION
+		providers:
+		  - gomod: go.opentelemetry.io/collector/confmap/provider/fileprovider v$OTELCOL_STABLE
+	EOF
+}
+
 build_otelcol() {
-	local out="$CACHE/otelcol-$OTELCOL_VERSION/otelcol"
+	# The cache is keyed by the version and the builder configuration.
+	local key
+	key="$(otelcol_config dist | sha256sum | cut -c1-8)"
+	local out="$CACHE/otelcol-$OTELCOL_VERSION-$key/otelcol"
 	if [ ! -x "$out" ]; then
 		echo "build-test-servers: building the OpenTelemetry Collector $OTELCOL_VERSION into $out (minutes on a cold cache)"
 		local d start=$SECONDS
 		d="$(scratch otelcol)"
-		cat >"$d/builder-config.yaml" <<-EOF
-			dist:
-			  name: otelcol
-			  description: OTLP receiver with file and debug exporters, for gprofile's push tests
-			  module: github.com/gprofile/gprofile/otelcol
-			  output_path: $d/dist
-			  version: $OTELCOL_VERSION
-			receivers:
-			  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver v$OTELCOL_VERSION
-			exporters:
-			  - gomod: go.opentelemetry.io/collector/exporter/debugexporter v$OTELCOL_VERSION
-			  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v$OTELCOL_VERSION
-			providers:
-			  - gomod: go.opentelemetry.io/collector/confmap/provider/fileprovider v$OTELCOL_STABLE
-		EOF
+		otelcol_config "$d/dist" >"$d/builder-config.yaml"
 		(cd "$d" &&
 			go get "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION" 2>&1 | tail -n 3 &&
 			go build -o builder go.opentelemetry.io/collector/cmd/builder &&
-			nice -n 10 ./builder --config=builder-config.yaml >builder.log 2>&1 || { tail -n 30 builder.log; exit 1; }
+			{ nice -n 10 ./builder --config=builder-config.yaml >builder.log 2>&1 || { tail -n 30 builder.log; exit 1; }; } &&
 			mkdir -p "$(dirname "$out")" &&
 			mv dist/otelcol "$out")
 		rm -rf "$d"

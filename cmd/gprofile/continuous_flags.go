@@ -34,7 +34,7 @@ const defaultInterval = 10 * time.Second
 
 // register adds the continuous profiling flags to fs.
 func (c *contOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.push, "push", "", "profile until stopped and push a profile every --interval to `url`: pyroscope://HOST:PORT (Connect API; /ingest at the end of the path for the older API), parca://HOST:PORT (otlp:// is not built yet); SCHEME+https:// for TLS")
+	fs.StringVar(&c.push, "push", "", "profile until stopped and push a profile every --interval to `url`: pyroscope://HOST:PORT (Connect API; /ingest at the end of the path for the older API), parca://HOST:PORT, otlp://HOST:4318 (OTLP/HTTP profiles, alpha); SCHEME+https:// for TLS")
 	c.interval = defaultInterval
 	fs.Var((*durationFlag)(&c.interval), "interval", "with --push or --switch-output: one profile every `duration`")
 	fs.StringVar(&c.service, "service", "", "with --push: the service_name `name` of every profile; default one profile per service (the task's systemd unit or container id, else its process name)")
