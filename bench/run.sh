@@ -9,10 +9,20 @@
 # Environment (defaults in brackets):
 #   BENCH_FREQS [99,999,4999]  frequencies, Hz
 #   BENCH_REPS [5]             interleaved rounds of every configuration
-#   BENCH_SECONDS [3]          workload seconds per run
+#   BENCH_SECONDS [8]          workload seconds per run
+#   BENCH_SHORT [3]            seconds of the second, shorter run of each
+#                              configuration (fixed and per-sample CPU; 0: none)
+#   BENCH_SERVER [1]           the "real server" variant: a Python, a Go
+#                              (with DWARF) and a C++ process run beside
+#                              the workload (bench/server; 0: the workload alone)
+#   BENCH_PYTHON               the Python for it (default: a python3 on PATH
+#                              that links libpython, else python3)
 #   BENCH_CAPTURE_REPS [2]     repetitions of each timed 1 s capture
 #   BENCH_LONG [60]            seconds of the long gprofile run (0: skip)
 #   BENCH_RINGBUF [1]          run the ring buffer throughput test (0: skip)
+#   BENCH_SKIP                 configurations to leave out, comma-separated
+#                              (none, floor, perf, perf-dwarf, bpftrace, bcc,
+#                              gprofile-fp, gprofile)
 #   GPROFILE [bin/gprofile]    the gprofile binary to measure
 #   BCC_KERNEL_SOURCE          kernel headers for BCC (found if unset)
 set -euo pipefail
@@ -28,7 +38,9 @@ fi
 
 freqs=${BENCH_FREQS:-99,999,4999}
 reps=${BENCH_REPS:-5}
-seconds=${BENCH_SECONDS:-3}
+seconds=${BENCH_SECONDS:-8}
+short=${BENCH_SHORT:-3}
+server=${BENCH_SERVER:-1}
 capture_reps=${BENCH_CAPTURE_REPS:-2}
 long=${BENCH_LONG:-60}
 ringbuf=${BENCH_RINGBUF:-1}
@@ -60,6 +72,9 @@ skip_cfg() {
 	note "skipping $1: $2"
 	skip="$skip$1=$2;"
 }
+for c in ${BENCH_SKIP//,/ }; do
+	skip_cfg "$c" "BENCH_SKIP"
+done
 command -v perf >/dev/null || skip_cfg perf "perf not installed (bench/setup.sh)"
 command -v bpftrace >/dev/null || skip_cfg bpftrace "bpftrace not installed (bench/setup.sh)"
 if ! command -v profile-bpfcc >/dev/null; then
@@ -85,6 +100,25 @@ cc -O2 -g -fno-omit-frame-pointer -pthread -o "$work/workload" bench/workload.c
 go build -o "$work/floor" ./bench/floor
 go build -o "$work/harness" ./bench/harness
 go build -o "$work/ringbuf" ./bench/ringbuf
+server_cmds=""
+if [ "$server" = 1 ]; then
+	# Each neighbour keeps 15 % of one CPU busy for the whole matrix.
+	go build -o "$work/server-go" ./bench/server/goserver
+	c++ -O2 -g -o "$work/server-cxx" bench/server/server.cpp
+	python=${BENCH_PYTHON:-}
+	if [ -z "$python" ]; then
+		python=$(command -v python3)
+		# pyenv puts shell-script shims first on PATH: ask it for the binary.
+		for p in $(pyenv which python3.11 2>/dev/null) $(type -ap python3.11 python3); do
+			if ldd "$p" 2>/dev/null | grep -q libpython; then
+				python=$p
+				break
+			fi
+		done
+	fi
+	cp bench/server/server.py "$work/server.py"
+	server_cmds="$python $work/server.py 0.15 36000;$work/server-go -duty 0.15 -d 36000;$work/server-cxx 0.15 36000"
+fi
 if [ ! -x "$gprofile" ]; then
 	note "building gprofile"
 	make build
@@ -113,6 +147,7 @@ fi
 note "running the matrix: $freqs Hz, $reps rounds of ${seconds}s; see progress below"
 "$work/harness" -workload "$work/workload" -floor "$work/floor" -gprofile "$gprofile" \
 	-gprofile-version "$version" -freqs "$freqs" -reps "$reps" -seconds "$seconds" \
+	-short "$short" -server "$server_cmds" \
 	-capture-reps "$capture_reps" -long "$long" -skip "$skip" -ringbuf "$ringbuf_md" \
 	-work "$work/runs" -o "$out" -csv "${out%.md}.csv" &
 harness_pid=$!

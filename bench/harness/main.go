@@ -25,6 +25,8 @@ type options struct {
 	freqs       []int
 	reps        int
 	seconds     float64
+	short       float64  // seconds of the second, shorter run of every configuration (0: none)
+	server      []string // the "real server" neighbours' command lines (none: the plain variant)
 	capReps     int
 	longSecs    int
 	out, csv    string
@@ -45,7 +47,9 @@ func main() {
 	flag.StringVar(&o.p.bcc, "bcc", "profile-bpfcc", "BCC profile tool")
 	flag.StringVar(&freqs, "freqs", "99,999,4999", "comma-separated `frequencies` in Hz")
 	flag.IntVar(&o.reps, "reps", 5, "rounds of the interleaved matrix")
-	flag.Float64Var(&o.seconds, "seconds", 3, "workload `seconds` per run")
+	flag.Float64Var(&o.seconds, "seconds", 8, "workload `seconds` per run")
+	flag.Float64Var(&o.short, "short", 3, "workload `seconds` of a second, shorter run of every configuration, for the fixed and per-sample parts of the cost (0: none)")
+	server := flag.String("server", "", "`commands` to keep running beside the workload (the \"real server\" variant), separated by ';', arguments by spaces")
 	flag.IntVar(&o.capReps, "capture-reps", 2, "repetitions of each 1 s capture")
 	flag.IntVar(&o.longSecs, "long", 60, "`seconds` of the long gprofile run (0: skip)")
 	flag.StringVar(&o.out, "o", "results.md", "markdown report `file`")
@@ -62,6 +66,14 @@ func main() {
 			fatal(fmt.Errorf("bad frequency %q", f))
 		}
 		o.freqs = append(o.freqs, hz)
+	}
+	for _, c := range strings.Split(*server, ";") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.server = append(o.server, c)
+		}
+	}
+	if o.short >= o.seconds {
+		fatal(fmt.Errorf("-short %g must be below -seconds %g", o.short, o.seconds))
 	}
 	for _, kv := range strings.Split(skip, ";") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -111,7 +123,16 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, o *options) error {
 	r := &report{opts: o, began: time.Now(), machine: describeMachine(o)}
-	total := o.reps * len(o.freqs) * len(configs)
+	stopServer, err := startServer(o)
+	if err != nil {
+		return err
+	}
+	defer stopServer()
+	durations := []float64{o.seconds}
+	if o.short > 0 {
+		durations = append(durations, o.short)
+	}
+	total := o.reps * len(o.freqs) * len(configs) * len(durations)
 	n := 0
 	for round := 0; round < o.reps; round++ {
 		for _, hz := range o.freqs {
@@ -120,19 +141,21 @@ func run(ctx context.Context, o *options) error {
 				if _, skipped := o.skip[cfg]; skipped {
 					continue
 				}
-				if ctx.Err() != nil {
-					return ctx.Err()
+				for _, secs := range durations {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					n++
+					res, err := runOne(o, cfg, hz, round, secs)
+					if err != nil {
+						logf("run %d/%d %s %d Hz %g s round %d: %v", n, total, cfg, hz, secs, round+1, err)
+						res = &runResult{cfg: cfg, hz: hz, round: round, secs: secs, err: err.Error()}
+					} else {
+						logf("run %d/%d %-8s %4d Hz %g s round %d: %.0f iters/s (plain %.0f), %d samples, cpu %.2fs, kernel %s ns/sample",
+							n, total, cfg, hz, secs, round+1, res.rate, res.plainRate, res.delivered, res.cpu, fmtF(res.bpfNsPerRun(), 0))
+					}
+					r.runs = append(r.runs, res)
 				}
-				n++
-				res, err := runOne(o, cfg, hz, round)
-				if err != nil {
-					logf("run %d/%d %s %d Hz round %d: %v", n, total, cfg, hz, round+1, err)
-					res = &runResult{cfg: cfg, hz: hz, round: round, err: err.Error()}
-				} else {
-					logf("run %d/%d %-8s %4d Hz round %d: %.0f iters/s (plain %.0f), %d samples, cpu %.2fs, kernel %s ns/sample",
-						n, total, cfg, hz, round+1, res.rate, res.plainRate, res.delivered, res.cpu, fmtF(res.bpfNsPerRun(), 0))
-				}
-				r.runs = append(r.runs, res)
 			}
 		}
 	}
@@ -159,6 +182,7 @@ func run(ctx context.Context, o *options) error {
 type runResult struct {
 	cfg        string
 	hz, round  int
+	secs       float64 // workload seconds asked for
 	rate       float64 // robust iterations per second
 	plainRate  float64
 	steal      float64
@@ -184,24 +208,24 @@ func (r *runResult) bpfNsPerRun() float64 {
 	return float64(r.bpf.runNs) / float64(r.bpf.runCnt)
 }
 
-func runOne(o *options, cfg string, hz, round int) (*runResult, error) {
-	dir := filepath.Join(o.work, fmt.Sprintf("%s-%d-%d", cfg, hz, round))
+func runOne(o *options, cfg string, hz, round int, secs float64) (*runResult, error) {
+	dir := filepath.Join(o.work, fmt.Sprintf("%s-%d-%d-%g", cfg, hz, round, secs))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	res := &runResult{cfg: cfg, hz: hz, round: round, lost: -1, delivered: -1}
+	res := &runResult{cfg: cfg, hz: hz, round: round, secs: secs, lost: -1, delivered: -1}
 	if cfg == "none" {
 		busy0 := busyCPU()
-		err := workload(o, dir, res)
+		err := workload(o, dir, secs, res)
 		res.otherLoad = 100 * (busyCPU() - busy0 - res.workCPU) / (res.workSecs * float64(runtime.NumCPU()))
 		return res, err
 	}
-	s, err := startProfiler(cfg, hz, dir, &o.p, int(o.seconds)+300)
+	s, err := startProfiler(cfg, hz, dir, &o.p, int(secs)+300)
 	if err != nil {
 		return nil, err
 	}
 	before, cpu0, busy0, t0 := readStats(s.progs), treeCPU(s.main.pid()), busyCPU(), time.Now()
-	werr := workload(o, dir, res)
+	werr := workload(o, dir, secs, res)
 	after, cpu1, busy1 := readStats(s.progs), treeCPU(s.main.pid()), busyCPU()
 	res.window = time.Since(t0).Seconds()
 	res.cpuInRun = cpu1 - cpu0
@@ -222,10 +246,10 @@ func runOne(o *options, cfg string, hz, round int) (*runResult, error) {
 	return res, nil
 }
 
-// workload runs the workload for o.seconds and fills in its rates.
-func workload(o *options, dir string, res *runResult) error {
-	b, err := runFG(dir, "workload", time.Duration(o.seconds+60)*time.Second, nil,
-		o.p.workload, strconv.FormatFloat(o.seconds, 'f', -1, 64))
+// workload runs the workload for secs seconds and fills in its rates.
+func workload(o *options, dir string, secs float64, res *runResult) error {
+	b, err := runFG(dir, "workload", time.Duration(secs+60)*time.Second, nil,
+		o.p.workload, strconv.FormatFloat(secs, 'f', -1, 64))
 	if err != nil {
 		return err
 	}
@@ -250,4 +274,40 @@ func parseKV(s string) map[string]string {
 		}
 	}
 	return kv
+}
+
+// startServer starts the "real server" neighbours (o.server), which run
+// through the whole matrix, and returns the function that stops them. A
+// neighbour that exits early fails the run: its absence would change
+// what every later run measures.
+func startServer(o *options) (func(), error) {
+	dir := filepath.Join(o.work, "server")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var bgs []*bg
+	stop := func() {
+		for _, b := range bgs {
+			b.signal(syscall.SIGKILL)
+			b.wait(10 * time.Second)
+		}
+	}
+	for i, c := range o.server {
+		b, err := startBG(dir, fmt.Sprintf("server-%d", i), nil, strings.Fields(c)...)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("start %q: %w", c, err)
+		}
+		bgs = append(bgs, b)
+		logf("server: started %s (pid %d)", c, b.pid())
+	}
+	// Let them load their code before the first run.
+	time.Sleep(2 * time.Second)
+	for i, b := range bgs {
+		if b.exited() {
+			stop()
+			return nil, fmt.Errorf("server %q exited at once: %s", o.server[i], tail(b.stderr, 300))
+		}
+	}
+	return stop, nil
 }

@@ -115,12 +115,16 @@ type cell struct {
 	capture                                             stat
 }
 
-func (r *report) cell(cfg string, hz int) cell {
+// cell summarizes cfg's runs at hz of the main length (-seconds).
+func (r *report) cell(cfg string, hz int) cell { return r.cellOf(cfg, hz, r.opts.seconds) }
+
+// cellOf summarizes cfg's runs at hz of secs seconds.
+func (r *report) cellOf(cfg string, hz int, secs float64) cell {
 	var c cell
 	var slow, all, cps, inRun, ns, rss, deliv, acct []float64
 	c.lost = -1
 	for _, x := range r.runs {
-		if x.cfg != cfg || x.hz != hz {
+		if x.cfg != cfg || x.hz != hz || x.secs != secs {
 			continue
 		}
 		if x.err != "" {
@@ -128,7 +132,7 @@ func (r *report) cell(cfg string, hz int) cell {
 			continue
 		}
 		c.n++
-		if base := r.find("none", hz, x.round); base != nil && cfg != "none" {
+		if base := r.find("none", hz, x.round, secs); base != nil && cfg != "none" {
 			all = append(all, 100*(1-x.plainRate/base.plainRate))
 			if x.otherLoad <= quietLoad && base.otherLoad <= quietLoad {
 				slow = append(slow, 100*(1-x.plainRate/base.plainRate))
@@ -169,9 +173,9 @@ func (r *report) cell(cfg string, hz int) cell {
 	return c
 }
 
-func (r *report) find(cfg string, hz, round int) *runResult {
+func (r *report) find(cfg string, hz, round int, secs float64) *runResult {
 	for _, x := range r.runs {
-		if x.cfg == cfg && x.hz == hz && x.round == round && x.err == "" {
+		if x.cfg == cfg && x.hz == hz && x.round == round && x.secs == secs && x.err == "" {
 			return x
 		}
 	}
@@ -204,12 +208,12 @@ func (r *report) writeCSV(path string) error {
 	w := csv.NewWriter(f)
 	w.Write([]string{"config", "hz", "round", "iters_per_sec_robust", "iters_per_sec", "steal_sec", "slices_kept",
 		"window_s", "sampled_s", "profiler_cpu_s", "profiler_cpu_in_run_s", "other_load_pct", "peak_rss_kib", "samples", "lost",
-		"bpf_run_ns", "bpf_run_cnt", "error"})
+		"bpf_run_ns", "bpf_run_cnt", "error", "workload_s"})
 	for _, x := range r.runs {
 		w.Write([]string{x.cfg, strconv.Itoa(x.hz), strconv.Itoa(x.round + 1), fmtF(x.rate, 0), fmtF(x.plainRate, 0),
 			fmtF(x.steal, 3), x.slicesKept, fmtF(x.window, 3), fmtF(x.sampled, 1), fmtF(x.cpu, 3), fmtF(x.cpuInRun, 2), fmtF(x.otherLoad, 1),
 			strconv.FormatInt(x.rssKiB, 10), strconv.FormatInt(x.delivered, 10), strconv.FormatInt(x.lost, 10),
-			strconv.FormatUint(x.bpf.runNs, 10), strconv.FormatUint(x.bpf.runCnt, 10), x.err})
+			strconv.FormatUint(x.bpf.runNs, 10), strconv.FormatUint(x.bpf.runCnt, 10), x.err, fmtF(x.secs, 1)})
 	}
 	if l := r.long; l != nil {
 		w.Write([]string{l.cfg, strconv.Itoa(l.hz), "long", "", "", "", "", fmtF(l.window, 3), fmtF(l.window, 1),
@@ -252,10 +256,49 @@ func (r *report) readCSV(path string) error {
 			continue
 		}
 		round, _ := strconv.Atoi(c[2])
+		secs := r.opts.seconds // CSVs from before the column ran one length
+		if len(c) > 18 {
+			secs = num(c[18])
+		}
 		r.runs = append(r.runs, &runResult{cfg: c[0], hz: hz, round: round - 1, rate: num(c[3]), plainRate: num(c[4]),
 			steal: num(c[5]), slicesKept: c[6], window: num(c[7]), sampled: num(c[8]), cpu: num(c[9]),
 			cpuInRun: num(c[10]), otherLoad: num(c[11]), rssKiB: int64(num(c[12])), delivered: int64(num(c[13])),
-			lost: int64(num(c[14])), bpf: progStats{uint64(num(c[15])), uint64(num(c[16]))}, err: c[17]})
+			lost: int64(num(c[14])), bpf: progStats{uint64(num(c[15])), uint64(num(c[16]))}, err: c[17], secs: secs})
 	}
 	return nil
+}
+
+// marginal is the fixed and the per-sample part of a profiler's CPU, from
+// the medians of its long and short runs at one frequency: CPU = fixed +
+// perSample × samples, through the two points.
+type marginal struct {
+	longCPU, shortCPU   float64 // median profiler CPU, s
+	longN, shortN       float64 // median samples delivered
+	fixedS, perSampleUS float64
+	ok                  bool
+}
+
+func (r *report) marginal(cfg string, hz int) marginal {
+	med := func(secs float64) (cpu, n float64, ok bool) {
+		var cs, ns []float64
+		for _, x := range r.runs {
+			if x.cfg == cfg && x.hz == hz && x.secs == secs && x.err == "" && x.delivered > 0 {
+				cs, ns = append(cs, x.cpu), append(ns, float64(x.delivered))
+			}
+		}
+		if len(cs) == 0 {
+			return 0, 0, false
+		}
+		return summarize(cs).med, summarize(ns).med, true
+	}
+	var m marginal
+	var ok1, ok2 bool
+	m.longCPU, m.longN, ok1 = med(r.opts.seconds)
+	m.shortCPU, m.shortN, ok2 = med(r.opts.short)
+	if !ok1 || !ok2 || m.longN <= m.shortN {
+		return m
+	}
+	slope := (m.longCPU - m.shortCPU) / (m.longN - m.shortN)
+	m.perSampleUS, m.fixedS, m.ok = 1e6*slope, m.shortCPU-slope*m.shortN, true
+	return m
 }
