@@ -47,7 +47,7 @@ func TestBinariesAgainstReadelf(t *testing.T) {
 
 // buildGoChain builds testdata/gochain with go build flags and returns
 // the binary's path.
-func buildGoChain(t *testing.T, flags ...string) string {
+func buildGoChain(t testing.TB, flags ...string) string {
 	t.Helper()
 	return testutil.BuildGo(t, "testdata/gochain", flags...)
 }
