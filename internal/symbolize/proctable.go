@@ -34,15 +34,18 @@ type procTable struct {
 	// the binary cache (Symbolizer.prepareAll), with mu held.
 	prepare func(p *process, fresh []*procMapping)
 	now     func() time.Time // time.Now; tests replace it
-	// settle is when, after a new program's first maps read, its maps
+	// settle is when, after an exec'd program's first maps read, its maps
 	// are read again unasked (settleDelays; nil: never, as in tests that
 	// replace now).
 	settle []time.Duration
 }
 
-// settleDelays are the times after a new program's first maps read (its
-// exec, or first sight) at which its maps are read again whether or not a
-// sample asks, while it lives and runs that program. The dynamic loader
+// settleDelays are the times after an exec'd program's first maps read
+// (ObserveExec, or an exec found by checkExec) at which its maps are read
+// again whether or not a sample asks, while it lives and runs that
+// program; a process first seen running has its libraries mapped already
+// (and whole-system runs see thousands: their reads would hold the lock
+// the reader only tries). The dynamic loader
 // maps the libraries after the exec is reported, and a process that runs
 // briefly (a burst of probe hits, say) may exit before its samples leave
 // the ring buffer: read then, its maps are gone, and the samples would
@@ -76,9 +79,6 @@ func (t *procTable) scheduleSettle(p *process) {
 			}
 			early := p.early
 			t.readMaps(p)
-			if p.settleGen != gen {
-				return // it exec'd: readMaps scheduled the new program's
-			}
 			// Unasked reads leave the early re-reads to the samples.
 			if p.early = early; p.early > 0 {
 				p.reread = 0
@@ -99,7 +99,9 @@ func (t *procTable) observeExec(pid uint32) {
 		t.checkExec(p, true)
 		return
 	}
-	t.process(pid)
+	if p := t.process(pid); p.seen {
+		t.scheduleSettle(p)
+	}
 }
 
 // observeStack is ObserveStack.
@@ -319,7 +321,6 @@ func (t *procTable) readMaps(p *process) bool {
 	switch {
 	case newImage && len(maps) > 0:
 		p.early = earlyRereads // the loader is about to map the libraries
-		defer t.scheduleSettle(p)
 	case p.early > 0:
 		p.early--
 	}
@@ -359,7 +360,11 @@ func (t *procTable) checkExec(p *process, force bool) bool {
 	if err != nil || exe == p.exe {
 		return false
 	}
-	return t.readMaps(p)
+	if !t.readMaps(p) {
+		return false
+	}
+	t.scheduleSettle(p)
+	return true
 }
 
 // find returns the mapping holding addr, or nil.
