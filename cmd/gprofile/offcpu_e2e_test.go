@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -185,4 +186,148 @@ func parseProfileFile(t *testing.T, path string) *profile.Profile {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// offCPUProfile runs gprofile with args (a target and -d among them)
+// and -o, and returns the profile, the index of its offcpu column and
+// gprofile's stderr.
+func offCPUProfile(t *testing.T, gp string, args ...string) (*profile.Profile, int, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "p.pb.gz")
+	var stderr bytes.Buffer
+	cmd := exec.Command(gp, append([]string{"-o", out}, args...)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gprofile %v: %v\n%s", args, err, stderr.Bytes())
+	}
+	t.Logf("%s", stderr.Bytes())
+	p := parseProfileFile(t, out)
+	for i, st := range p.SampleType {
+		if st.Type == "offcpu" {
+			return p, i, stderr.String()
+		}
+	}
+	t.Fatalf("no offcpu sample type: %v", p.SampleType)
+	return nil, 0, ""
+}
+
+// sampleStack is a sample's function names, leaf first, joined by ";".
+func sampleStack(s *profile.Sample) string {
+	var names []string
+	for _, l := range s.Location {
+		for _, ln := range l.Line {
+			names = append(names, ln.Function.Name)
+		}
+	}
+	return strings.Join(names, ";")
+}
+
+// TestOffCPUPipe: a thread reading a pipe that another fills with a byte
+// every 10 ms is off CPU in pipe_reader, through read, in state S, for
+// most of the recording.
+func TestOffCPUPipe(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	w := offCPUWorkload(t, "pipe")
+	p, oi, stderr := offCPUProfile(t, gp, "--off-cpu-only", "-p", strconv.Itoa(w.Process.Pid), "-d", "2")
+	var reading, total int64
+	for _, s := range p.Sample {
+		total += s.Value[oi]
+		st := sampleStack(s)
+		if strings.Contains(st, "pipe_reader") && strings.Contains(st, "read") && s.Label["state"] != nil && s.Label["state"][0] == "S" {
+			reading += s.Value[oi]
+		}
+	}
+	t.Logf("pipe_reader off CPU %d ns of %d ns in %d ns", reading, total, p.DurationNanos)
+	if reading < p.DurationNanos/2 || reading > p.DurationNanos*11/10 {
+		t.Errorf("pipe_reader blocked in read %d ns in a recording of %d ns; want most of it\n%s", reading, p.DurationNanos, stderr)
+	}
+}
+
+// TestOffCPUFutexMigrating: two threads ping-pong on a futex, each
+// waiting about half the time, while their CPUs are changed every 3 ms
+// (a switch-out on one CPU, a switch-in on another). Each thread's off-CPU
+// time is counted once: neither lost (a per-CPU start map misses it) nor
+// more than the recording (merged or fabricated intervals).
+func TestOffCPUFutexMigrating(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	w := offCPUWorkload(t, "futex")
+	p, oi, stderr := offCPUProfile(t, gp, "--off-cpu", "--off-cpu-min", "100us", "--labels", "pid,tid", "-p", strconv.Itoa(w.Process.Pid), "-d", "3")
+	byTID := map[int64]int64{}
+	players := map[string]int64{}
+	for _, s := range p.Sample {
+		st := sampleStack(s)
+		for _, f := range []string{"futex_ping", "futex_pong"} {
+			if strings.Contains(st, f) {
+				players[f] += s.Value[oi]
+				if tid := s.NumLabel["tid"]; len(tid) == 1 {
+					byTID[tid[0]] += s.Value[oi]
+				}
+			}
+		}
+	}
+	t.Logf("off CPU: %v by player, %v by thread, in %d ns", players, byTID, p.DurationNanos)
+	for _, f := range []string{"futex_ping", "futex_pong"} {
+		// Each waits while the other spins 1 ms: about half the time,
+		// less when the machine is busy (a preempted thread is R, not S).
+		if v := players[f]; v < p.DurationNanos/5 || v > p.DurationNanos*21/20 {
+			t.Errorf("%s off CPU %d ns in a recording of %d ns; want a share of it, never more\n%s", f, v, p.DurationNanos, stderr)
+		}
+	}
+	for tid, v := range byTID {
+		if v > p.DurationNanos*21/20 {
+			t.Errorf("thread %d off CPU %d ns in a recording of %d ns", tid, v, p.DurationNanos)
+		}
+	}
+}
+
+// TestOffCPUSleepSpans: a nanosleep that began before the recording and
+// ends after it is recorded as ongoing: long_sleep holds about the whole
+// recording's length, not nothing.
+func TestOffCPUSleepSpans(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	w := offCPUWorkload(t, "sleep")
+	p, oi, stderr := offCPUProfile(t, gp, "--off-cpu", "-p", strconv.Itoa(w.Process.Pid), "-d", "2")
+	var sleeping int64
+	for _, s := range p.Sample {
+		if strings.Contains(sampleStack(s), "long_sleep") {
+			sleeping += s.Value[oi]
+		}
+	}
+	t.Logf("long_sleep off CPU %d ns in a recording of %d ns", sleeping, p.DurationNanos)
+	if sleeping < p.DurationNanos*8/10 || sleeping > p.DurationNanos*11/10 {
+		t.Errorf("long_sleep (asleep all along) off CPU %d ns in a recording of %d ns; want about all of it\n%s", sleeping, p.DurationNanos, stderr)
+	}
+}
+
+// TestOffCPUPidReuse: a process forks children that sleep 2 ms and exit
+// as fast as it can, so pids come back: no process is off CPU longer
+// than the recording (a stale start time under a reused pid would make a
+// huge block), and the children's sleeps are there.
+func TestOffCPUPidReuse(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	gp := buildGprofile(t)
+	bin := testutil.BuildC(t, "../../internal/attach/testdata/offcpu.c", "-O2", "-g", "-pthread", "-fno-omit-frame-pointer")
+	p, oi, stderr := offCPUProfile(t, gp, "--off-cpu", "--labels", "pid", "--", bin, "churn", "2")
+	byPID := map[int64]int64{}
+	var children int64
+	for _, s := range p.Sample {
+		if pid := s.NumLabel["pid"]; len(pid) == 1 {
+			byPID[pid[0]] += s.Value[oi]
+		}
+		if strings.Contains(sampleStack(s), "churn_child") {
+			children += s.Value[oi]
+		}
+	}
+	t.Logf("%d processes, children's sleeps %d ns, recording %d ns", len(byPID), children, p.DurationNanos)
+	if len(byPID) < 20 || children < int64(20*time.Millisecond) {
+		t.Errorf("%d processes, %d ns in churn_child: want many children's 2 ms sleeps\n%s", len(byPID), children, stderr)
+	}
+	for pid, v := range byPID {
+		if v > p.DurationNanos*21/20 {
+			t.Errorf("process %d off CPU %d ns in a recording of %d ns", pid, v, p.DurationNanos)
+		}
+	}
 }
