@@ -42,6 +42,7 @@ type continuous struct {
 	intervals, profiles atomic.Uint64
 	lost                atomic.Uint64 // samples lost, from the counters of the last interval
 	errs                atomic.Uint64 // intervals that could not be built or written
+	buildNanos          atomic.Int64  // wall time in onInterval: pprof build, split, gzip, file write
 }
 
 // newContinuous prepares the output of a continuous run: the backend
@@ -87,6 +88,8 @@ func baseLabels(extra []string) map[string]string {
 // and counted: the run goes on.
 func (c *continuous) onInterval(iv recorder.Interval) {
 	c.intervals.Add(1)
+	t0 := time.Now()
+	defer func() { c.buildNanos.Add(int64(time.Since(t0))) }()
 	lost := iv.Counters.Lost - c.last.Lost
 	c.last = iv.Counters
 	c.lost.Store(iv.Counters.Lost)
@@ -169,6 +172,7 @@ func (c *continuous) metrics(rec *recorder.Recorder) []metric {
 		{"gprofile_samples_lost_total", "counter", "Samples lost because the ring buffer was full (at the last interval's end).", func() float64 { return float64(c.lost.Load()) }},
 		{"gprofile_intervals_total", "counter", "Intervals ended.", func() float64 { return float64(c.intervals.Load()) }},
 		{"gprofile_interval_errors_total", "counter", "Intervals whose profile could not be built or written.", func() float64 { return float64(c.errs.Load()) }},
+		{"gprofile_interval_build_seconds_total", "counter", "Wall time spent turning intervals into profiles: pprof build, split by service, gzip, --switch-output write (the send is the queue's, not counted).", func() float64 { return float64(c.buildNanos.Load()) / 1e9 }},
 	}
 	if c.queue != nil {
 		stat := func(f func(push.Stats) float64) func() float64 { return func() float64 { return f(c.queue.Stats()) } }

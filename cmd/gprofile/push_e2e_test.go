@@ -167,6 +167,9 @@ func TestSwitchOutput(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^gprofile_samples_total [1-9]`).Match(page) {
 		t.Errorf("metrics page counts no samples:\n%s", page)
 	}
+	if b := regexp.MustCompile(`(?m)^gprofile_interval_build_seconds_total (\S+)$`).FindSubmatch(page); b == nil || string(b[1]) == "0" {
+		t.Errorf("metrics page has no time spent building the interval's profile:\n%s", page)
+	}
 	m := regexp.MustCompile(`gprofile: (\d+) samples \(0 lost\) in [0-9.]+ s, (\d+) intervals`).FindStringSubmatch(stderr.String())
 	if m == nil {
 		t.Fatalf("no summary line:\n%s", stderr.Bytes())
