@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"net/url"
@@ -196,7 +197,8 @@ type otlpDict struct {
 	locs   map[*profile.Location]int32
 	funcs  map[*profile.Function]int32
 	attrs  map[[2]string]int32
-	stacks map[string]int32
+	stacks map[string]int32 // by the location indices, 4 bytes each
+	key    []byte           // stack's scratch key
 }
 
 func newOTLPDict() *otlpDict {
@@ -292,17 +294,19 @@ func (d *otlpDict) location(l *profile.Location) int32 {
 
 // stack returns the index of the stack of locs (leaf first).
 func (d *otlpDict) stack(locs []*profile.Location) int32 {
-	idx := make([]int32, len(locs))
-	var key strings.Builder
-	for j, l := range locs {
-		idx[j] = d.location(l)
-		fmt.Fprintf(&key, "%d,", idx[j])
+	d.key = d.key[:0]
+	for _, l := range locs {
+		d.key = binary.LittleEndian.AppendUint32(d.key, uint32(d.location(l)))
 	}
-	if i, ok := d.stacks[key.String()]; ok {
+	if i, ok := d.stacks[string(d.key)]; ok {
 		return i
+	}
+	idx := make([]int32, len(locs))
+	for j := range idx {
+		idx[j] = int32(binary.LittleEndian.Uint32(d.key[4*j:]))
 	}
 	i := int32(len(d.StackTable))
 	d.StackTable = append(d.StackTable, &profpb.Stack{LocationIndices: idx})
-	d.stacks[key.String()] = i
+	d.stacks[string(d.key)] = i
 	return i
 }

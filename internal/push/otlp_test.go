@@ -1,7 +1,9 @@
 package push
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	profpb "go.opentelemetry.io/proto/slim/otlp/profiles/v1development"
 	"google.golang.org/protobuf/proto"
 
@@ -158,4 +161,66 @@ func TestOTLPRefusals(t *testing.T) {
 	if err == nil || errors.Is(err, ErrPermanent) {
 		t.Errorf("Send to a closed port = %v, want an error worth retrying", err)
 	}
+}
+
+// benchProfile returns a pprof the size of a whole-machine interval:
+// 2000 distinct 20-frame stacks over 500 functions in 10 mappings, with
+// the state label on every sample.
+func benchProfile(b *testing.B) *Profile {
+	b.Helper()
+	var maps []*profile.Mapping
+	for i := range 10 {
+		maps = append(maps, &profile.Mapping{ID: uint64(i + 1), File: fmt.Sprintf("/usr/lib/lib%d.so", i), BuildID: fmt.Sprintf("%040x", i), Start: uint64(i+1) << 32, Limit: uint64(i+2) << 32})
+	}
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:     10_101_010, TimeNanos: time.Now().UnixNano(), DurationNanos: int64(10 * time.Second),
+		Mapping: maps,
+	}
+	for i := range 500 {
+		f := &profile.Function{ID: uint64(i + 1), Name: fmt.Sprintf("func_%d", i), SystemName: fmt.Sprintf("func_%d", i)}
+		m := maps[i%len(maps)]
+		p.Function = append(p.Function, f)
+		p.Location = append(p.Location, &profile.Location{ID: uint64(i + 1), Mapping: m, Address: m.Start + uint64(i)*64, Line: []profile.Line{{Function: f, Line: int64(i)}}})
+	}
+	for i := range 2000 {
+		s := &profile.Sample{Value: []int64{3, 3 * p.Period}, Label: map[string][]string{"state": {"on-cpu"}}}
+		for j := range 20 {
+			s.Location = append(s.Location, p.Location[(i*7+j*13)%len(p.Location)])
+		}
+		p.Sample = append(p.Sample, s)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		b.Fatal(err)
+	}
+	return &Profile{Data: buf.Bytes(), Profile: p, Labels: map[string]string{LabelServiceName: "svc", "host": "h", "kernel": "6.1"}}
+}
+
+// BenchmarkEncode is the backends' share of a push: the request body
+// each builds from one interval's profile (benchProfile), without the
+// HTTP round trip. Parca sends the gzipped pprof as it is, in JSON;
+// OTLP converts the parsed pprof into its dictionary form and marshals
+// it.
+func BenchmarkEncode(b *testing.B) {
+	prof := benchProfile(b)
+	b.Run("parca", func(b *testing.B) {
+		for b.Loop() {
+			body, err := json.Marshal(writeRawRequest(prof))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+		}
+	})
+	b.Run("otlp", func(b *testing.B) {
+		for b.Loop() {
+			body, err := proto.Marshal(OTLPRequest(prof.Profile, prof.Labels))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+		}
+	})
 }
