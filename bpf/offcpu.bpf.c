@@ -388,6 +388,41 @@ static __always_inline __u32 copy_pending(struct sample *s, struct offcpu_task *
 	return klen;
 }
 
+// in_syscall reports whether task entered the kernel by a system call
+// (orig_rax holds its number; an interrupt or exception leaves it
+// negative): only then does a sys_exit come before it runs user code
+// again.
+static __always_inline int in_syscall(struct task_struct *task)
+{
+	struct pt_regs r;
+	void *kr = (void *)bpf_task_pt_regs(task);
+	if (!kr || bpf_probe_read_kernel(&r, sizeof(r), kr) != 0)
+		return 0;
+	return (long)r.orig_rax >= 0;
+}
+
+// send_now sends one block of next that ended now, taken outside a system
+// call (preempted by an interrupt, or waiting in a page fault): with its
+// kernel stack and its user registers but no stack window, since next's
+// memory is not the current task's here and no sys_exit will come to take
+// it. The unwinder then gives the user leaf and a cut root.
+static __always_inline void send_now(struct offcpu_task *t, struct task_struct *next, __u32 state, __u64 ns)
+{
+	__u32 slot = bpf_get_smp_processor_id();
+	struct sample *s = bpf_map_lookup_elem(&offcpu_scratch, &slot);
+	if (!s)
+		return;
+	fill_header(s, next, t->cgroup_id, ns, state, 0, 1);
+	if (user_regs(next, s))
+		s->flags |= FLAG_USER_REGS;
+	long klen = bpf_get_task_stack(next, s->data, MAX_STACK_DEPTH * 8, 0);
+	if (klen < 0)
+		klen = 0;
+	s->kstack_len = klen;
+	count(OC_LONG);
+	send(s, HEADER_LEN + (__u64)klen);
+}
+
 static __always_inline void block_ended(struct task_struct *next)
 {
 	struct offcpu_task *t = bpf_task_storage_get(&offcpu_tasks, next, 0, 0);
@@ -400,7 +435,13 @@ static __always_inline void block_ended(struct task_struct *next)
 		return;
 	__u64 ns = now > start ? now - start : 0;
 	count(OC_BLOCKS);
-	if (ns >= min_ns) {
+	if (ns >= min_ns && !in_syscall(next)) {
+		send_now(t, next, state, ns);
+		return;
+	}
+	// One record holds one state: a long block of another state than the
+	// one pending is summed without stacks.
+	if (ns >= min_ns && (t->pending_ns == 0 || t->pending_state == state)) {
 		if (t->pending_ns == 0) {
 			long klen = bpf_get_task_stack(next, t->kstack, sizeof(t->kstack), 0);
 			t->kstack_len = klen > 0 ? klen : 0;

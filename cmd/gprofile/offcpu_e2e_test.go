@@ -74,8 +74,13 @@ func TestOffCPUAlternate(t *testing.T) {
 			if s.Value[ci] != 0 {
 				t.Errorf("off-CPU sample with cpu %d", s.Value[ci])
 			}
-		case strings.Contains(stack, "spin_inner;spin_outer"):
-			// 50 ms of wall time: on CPU, or preempted (R) on a busy machine.
+		case strings.Contains(stack, "spin_inner;spin_outer"),
+			len(state) == 1 && state[0] == "R" && !strings.Contains(stack, "sleep_inner"):
+			// 50 ms of wall time: on CPU, or preempted (R) on a busy
+			// machine, where a long preemption's record has the
+			// registers of the user leaf but no stack (no system call to
+			// take it at) and short ones are summed per process with no
+			// stack at all; the sleeping thread is not preempted.
 			spinCPU += s.Value[wi]
 		default:
 			other += s.Value[wi]
@@ -88,8 +93,8 @@ func TestOffCPUAlternate(t *testing.T) {
 	}
 	// The spin is 50 ms of wall time, on CPU or preempted (R, counted
 	// with --off-cpu-runnable); the sleep is 50 ms and its wakeup.
-	if ratio < 0.8 || ratio > 1.25 {
-		t.Errorf("off/on = %.2f, want about 1 (50 ms of each)", ratio)
+	if ratio < 0.85 || ratio > 1.15 {
+		t.Errorf("off/on = %.2f, want 1 ± 15%% (50 ms of each; within 10%% on a quiet machine)", ratio)
 	}
 	if other > (sleepOff+spinCPU)/10 {
 		t.Errorf("%d ns outside the two chains (of %d)", other, sleepOff+spinCPU)
