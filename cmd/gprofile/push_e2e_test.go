@@ -210,21 +210,8 @@ func TestSwitchOutput(t *testing.T) {
 func TestPushParca(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	srv := pushtest.StartParca(t)
-	gp := buildGprofile(t)
-	chain, _ := startChain(t, 30)
 	start := time.Now()
-	cmd := exec.Command(gp, "-p", strconv.Itoa(chain.Process.Pid), "-f", "99", "-d", "3.5", "--interval", "1s",
-		"--push", "parca://"+srv.Addr, "--service", "chainsvc", "--label", "env=ci")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
-	}
-	m := pushSummary.FindStringSubmatch(stderr.String())
-	if m == nil || m[5] != "0" || m[6] != "0" {
-		t.Fatalf("summary %q: want every profile pushed, none dropped, no errors\n%s", m, stderr.Bytes())
-	}
-	samples, _ := strconv.ParseInt(m[1], 10, 64)
+	samples, _, stderr := pushChain(t, "parca://"+srv.Addr)
 	cpu := pushtest.ProfileType{Name: push.ParcaProfileName, SampleType: "cpu", SampleUnit: "nanoseconds", PeriodType: "cpu", PeriodUnit: "nanoseconds", Delta: true}
 	from, to := start.Add(-time.Minute), time.Now().Add(time.Minute)
 	merged, err := srv.Merge(cpu.String()+`{service_name="chainsvc",env="ci"}`, from, to)
@@ -244,6 +231,30 @@ func TestPushParca(t *testing.T) {
 		chained = chained || hasChain(reversed(names), []string{"main", "chain_a", "chain_b", "chain_c"})
 	}
 	if want := samples * (int64(1e9) / 99); total != want || !chained {
-		t.Errorf("Parca holds %d ns for chainsvc (main;…;chain_c in it: %v); gprofile counted %d samples = %d ns\n%s", total, chained, samples, want, stderr.Bytes())
+		t.Errorf("Parca holds %d ns for chainsvc (main;…;chain_c in it: %v); gprofile counted %d samples = %d ns\n%s", total, chained, samples, want, stderr)
 	}
+}
+
+// pushChain profiles the chain workload for 3.5 s at 99 Hz, pushing every
+// second to url as service chainsvc with the label env=ci, and returns
+// the samples and profiles gprofile counted and its stderr; it fails t
+// unless every profile was pushed, none dropped and no push failed.
+func pushChain(t *testing.T, url string) (samples int64, pushed int, stderr string) {
+	t.Helper()
+	gp := buildGprofile(t)
+	chain, _ := startChain(t, 30)
+	cmd := exec.Command(gp, "-p", strconv.Itoa(chain.Process.Pid), "-f", "99", "-d", "3.5", "--interval", "1s",
+		"--push", url, "--service", "chainsvc", "--label", "env=ci")
+	var buf bytes.Buffer
+	cmd.Stderr = &buf
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gprofile: %v\n%s", err, buf.Bytes())
+	}
+	m := pushSummary.FindStringSubmatch(buf.String())
+	if m == nil || m[5] != "0" || m[6] != "0" {
+		t.Fatalf("summary %q: want every profile pushed, none dropped, no errors\n%s", m, buf.Bytes())
+	}
+	samples, _ = strconv.ParseInt(m[1], 10, 64)
+	pushed, _ = strconv.Atoi(m[4])
+	return samples, pushed, buf.String()
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,23 +21,9 @@ import (
 func TestPushOTLP(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	srv := pushtest.StartCollector(t)
-	gp := buildGprofile(t)
-	chain, _ := startChain(t, 30)
-	cmd := exec.Command(gp, "-p", strconv.Itoa(chain.Process.Pid), "-f", "99", "-d", "3.5", "--interval", "1s",
-		"--push", "otlp://"+srv.Addr, "--service", "chainsvc", "--label", "env=ci")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("gprofile: %v\n%s", err, stderr.Bytes())
-	}
-	m := pushSummary.FindStringSubmatch(stderr.String())
-	if m == nil || m[5] != "0" || m[6] != "0" {
-		t.Fatalf("summary %q: want every profile pushed, none dropped, no errors\n%s", m, stderr.Bytes())
-	}
-	samples, _ := strconv.ParseInt(m[1], 10, 64)
-	pushed, _ := strconv.Atoi(m[4])
+	samples, pushed, stderr := pushChain(t, "otlp://"+srv.Addr)
 	if pushed < 3 {
-		t.Fatalf("%d profiles pushed in 3.5 s at 1 s intervals, want at least 3\n%s", pushed, stderr.Bytes())
+		t.Fatalf("%d profiles pushed in 3.5 s at 1 s intervals, want at least 3\n%s", pushed, stderr)
 	}
 	var got []*profpb.ProfilesData
 	var err error
@@ -76,6 +59,6 @@ func TestPushOTLP(t *testing.T) {
 	}
 	if total != samples || !chained || !built {
 		t.Errorf("the collector holds %d samples (main;…;chain_c in them: %v, chain's build ID: %v); gprofile counted %d\n%s",
-			total, chained, built, samples, stderr.Bytes())
+			total, chained, built, samples, stderr)
 	}
 }
