@@ -144,11 +144,8 @@ func statMain(args []string) {
 }
 
 // statSpecs parses -e (perf's default set without it; cpu-clock for
-// task-clock with -a, as perf). A probe is counted through the kernel's
-// probe PMUs with -a, else through a tracefs event made for the run
-// (children inherit its counter, not a PMU one's); the returned remove
-// deletes those events, after the counters are closed.
-func statSpecs(o *statOptions) (specs []counter.Spec, remove func(), err error) {
+// task-clock with -a, as perf).
+func statSpecs(o *statOptions) ([]counter.Spec, error) {
 	list := strings.Join(o.events, ",")
 	if list == "" {
 		list = strings.Join(counter.DefaultEvents, ",")
@@ -156,49 +153,41 @@ func statSpecs(o *statOptions) (specs []counter.Spec, remove func(), err error) 
 			list = strings.Replace(list, "task-clock", "cpu-clock", 1)
 		}
 	}
-	var removes []func() error
-	remove = func() {
-		for _, r := range removes {
-			if err := r(); err != nil {
-				fmt.Fprintf(os.Stderr, "gprofile stat: %v\n", err)
-			}
-		}
+	specs, err := counter.ParseList(list, statEvent)
+	if errors.Is(err, attach.ErrNoKprobes) {
+		return nil, err
 	}
-	parse := func(name string) (attach.Event, error) {
-		if !attach.IsProbeSpec(name) {
-			return attach.ParseEvent(name)
-		}
-		p, err := attach.ParseProbe(name, nil)
-		if err != nil {
-			return attach.Event{}, err
-		}
-		if o.all {
-			return attach.ProbeCountEvent(p)
-		}
-		ev, r, err := attach.ProbeTraceEvent(p)
-		if r != nil {
-			removes = append(removes, r)
-		}
-		return ev, err
-	}
-	specs, err = counter.ParseList(list, parse)
 	if err != nil {
-		remove()
-		if errors.Is(err, attach.ErrNoKprobes) {
-			return nil, nil, err
-		}
-		return nil, nil, badUsage(err)
+		return nil, badUsage(err)
 	}
-	return specs, remove, nil
+	for _, sp := range specs {
+		if sp.Event.IsProbeCounter() && !o.all {
+			return nil, badUsage(fmt.Errorf("-e %s: a probe is counted system-wide only: add -a (a command's or process's children cannot inherit a probe counter); to count one command's hits, make a probe event (perf probe -x BIN SYM) and count it: -e probe_BIN:SYM", sp.Name))
+		}
+	}
+	return specs, nil
+}
+
+// statEvent is stat's event parser: attach.ParseEvent's events, and
+// probes (kprobe:, uprobe:, usdt: …) counted through the kernel's probe
+// PMUs (attach.ProbeCountEvent).
+func statEvent(name string) (attach.Event, error) {
+	if !attach.IsProbeSpec(name) {
+		return attach.ParseEvent(name)
+	}
+	p, err := attach.ParseProbe(name, nil)
+	if err != nil {
+		return attach.Event{}, err
+	}
+	return attach.ProbeCountEvent(p)
 }
 
 // runStat counts, prints and returns the command's exit status.
 func runStat(o *statOptions) (int, error) {
-	specs, remove, err := statSpecs(o)
+	specs, err := statSpecs(o)
 	if err != nil {
 		return 0, err
 	}
-	defer remove()
 	var out io.Writer = os.Stderr
 	if o.output != "" {
 		f, err := os.Create(o.output)
