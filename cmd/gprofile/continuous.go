@@ -2,17 +2,19 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/output"
@@ -35,6 +37,7 @@ type continuous struct {
 	queue    *push.Queue   // nil without --push
 	files    *switchWriter // nil without --switch-output
 	services *serviceNamer
+	gz       gzipEncoder       // the profiles pushed
 	labels   map[string]string // host, kernel, --label: every profile's
 	event    attach.Event
 	last     attach.Counters // at the end of the previous interval
@@ -117,15 +120,9 @@ func (c *continuous) onInterval(iv recorder.Interval) {
 	if c.queue == nil {
 		return
 	}
-	parts := splitServices(p, c.services)
-	names := make([]string, 0, len(parts))
-	for svc := range parts {
-		names = append(names, svc)
-	}
-	sort.Strings(names)
-	for _, svc := range names {
-		var buf bytes.Buffer
-		if err := parts[svc].Write(&buf); err != nil {
+	for _, part := range splitServices(p, c.services) {
+		data, err := c.gz.encode(part.Profile)
+		if err != nil {
 			c.fail(err)
 			continue
 		}
@@ -133,10 +130,36 @@ func (c *continuous) onInterval(iv recorder.Interval) {
 		for k, v := range c.labels {
 			labels[k] = v
 		}
-		labels[push.LabelServiceName] = svc
-		c.queue.Add(&push.Profile{Data: buf.Bytes(), Profile: parts[svc], Labels: labels, Start: iv.Start, Duration: iv.Duration})
+		labels[push.LabelServiceName] = part.Key
+		c.queue.Add(&push.Profile{Data: data, Profile: part.Profile, Labels: labels, Start: iv.Start, Duration: iv.Duration})
 		c.profiles.Add(1)
 	}
+}
+
+// gzipEncoder writes gzipped pprof profiles with one gzip writer, reset
+// for each, at gzip.BestSpeed: a profile of a service is a few kB, for
+// which a new writer at the default level (profile.Profile.Write) costs
+// more to set up than to compress.
+type gzipEncoder struct {
+	buf bytes.Buffer
+	zw  *gzip.Writer
+}
+
+// encode returns p as a gzipped pprof, in a slice of its own.
+func (e *gzipEncoder) encode(p *profile.Profile) ([]byte, error) {
+	e.buf.Reset()
+	if e.zw == nil {
+		e.zw, _ = gzip.NewWriterLevel(&e.buf, gzip.BestSpeed) // the level is valid
+	} else {
+		e.zw.Reset(&e.buf)
+	}
+	if err := p.WriteUncompressed(e.zw); err != nil {
+		return nil, fmt.Errorf("write pprof profile: %w", err)
+	}
+	if err := e.zw.Close(); err != nil {
+		return nil, fmt.Errorf("write pprof profile: %w", err)
+	}
+	return bytes.Clone(e.buf.Bytes()), nil
 }
 
 // fail logs an interval's error and counts it.

@@ -86,36 +86,13 @@ func (n *serviceNamer) of(s *profile.Sample) string {
 
 // splitServices returns p's samples by service, each service's its own
 // profile with only the locations, functions and mappings its samples
-// use; p itself when all are of one service. The caches of n are
+// use (output.SplitPprof: the parts share them with p), sorted by
+// service; p itself when all are of one service. The caches of n are
 // cleared first: a pid may be another process by the next interval.
-func splitServices(p *profile.Profile, n *serviceNamer) map[string]*profile.Profile {
+func splitServices(p *profile.Profile, n *serviceNamer) []output.Part {
 	clear(n.comms)
 	if len(n.cgroups) > 4096 {
 		clear(n.cgroups)
 	}
-	by := map[string][]*profile.Sample{}
-	for _, s := range p.Sample {
-		svc := n.of(s)
-		by[svc] = append(by[svc], s)
-	}
-	if len(by) <= 1 {
-		svc := n.fixed
-		for k := range by {
-			svc = k
-		}
-		if svc == "" {
-			svc = "unknown"
-		}
-		return map[string]*profile.Profile{svc: p}
-	}
-	out := make(map[string]*profile.Profile, len(by))
-	for svc, samples := range by {
-		q := &profile.Profile{
-			SampleType: p.SampleType, DefaultSampleType: p.DefaultSampleType, Sample: samples,
-			Mapping: p.Mapping, Location: p.Location, Function: p.Function, Comments: p.Comments,
-			TimeNanos: p.TimeNanos, DurationNanos: p.DurationNanos, PeriodType: p.PeriodType, Period: p.Period,
-		}
-		out[svc] = q.Compact()
-	}
-	return out
+	return output.SplitPprof(p, n.of)
 }

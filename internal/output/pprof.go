@@ -283,15 +283,20 @@ func (b *builder) setMappingFlags() {
 // libfoo.so, libbar.so_1.
 var sharedLibRx = regexp.MustCompile(`\.so($|[._][0-9])`)
 
+// mainIndex returns the index of the first mapping of an executable that
+// is not a shared library or a pseudo-file, or -1.
+func mainIndex(mappings []*profile.Mapping) int {
+	return slices.IndexFunc(mappings, func(m *profile.Mapping) bool {
+		base := filepath.Base(strings.TrimSuffix(m.File, " (deleted)"))
+		return m.File != "" && !strings.HasPrefix(base, "[") && !sharedLibRx.MatchString(base)
+	})
+}
+
 // mainFirst moves the first mapping of an executable that is not a shared
 // library or a pseudo-file ("[vdso]", "[kernel.kallsyms]") to the front,
 // keeps the order of the others, and numbers them from 1.
 func mainFirst(mappings []*profile.Mapping) {
-	i := slices.IndexFunc(mappings, func(m *profile.Mapping) bool {
-		base := filepath.Base(strings.TrimSuffix(m.File, " (deleted)"))
-		return m.File != "" && !strings.HasPrefix(base, "[") && !sharedLibRx.MatchString(base)
-	})
-	if i > 0 {
+	if i := mainIndex(mappings); i > 0 {
 		main := mappings[i]
 		copy(mappings[1:i+1], mappings[:i])
 		mappings[0] = main
