@@ -2,6 +2,9 @@ package unwind
 
 import (
 	"debug/elf"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/testutil"
@@ -88,4 +91,74 @@ func BenchmarkBuildGo(b *testing.B) {
 	}
 	b.ReportMetric(float64(tab.Rows()), "rows")
 	b.ReportMetric(float64(tab.Bytes()), "table-bytes")
+}
+
+// BenchmarkGoTable builds the table of the Go toolchain's compile (a
+// large Go binary linked with -w) and looks up one pc in each of 300 of
+// its functions, as a profile of a compiler run touches: "whole" reads
+// every function's SP deltas first (the reader NewTable used before
+// goFuncs, kept in the tests), "lazy" is loadTable, which decodes each
+// function at its first lookup.
+func BenchmarkGoTable(b *testing.B) {
+	out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
+	if err != nil {
+		b.Skipf("go env GOTOOLDIR: %v", err)
+	}
+	bin := filepath.Join(strings.TrimSpace(string(out)), "compile")
+	f, err := elf.Open(bin)
+	if err != nil {
+		b.Skipf("the Go toolchain's compile: %v", err)
+	}
+	defer f.Close()
+	pcln, err := sectionData(f.Section(".gopclntab"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := parseGoPclntab(pcln, goTextAddr(f))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pcs []uint64
+	for i := 0; i < g.nfunc && len(pcs) < 300; i += g.nfunc / 300 {
+		if start, end, _, ok := g.funcSP(i); ok {
+			pcs = append(pcs, start+(end-start)/2)
+		}
+	}
+	lookups := func(b *testing.B, tab *Table) {
+		for _, pc := range pcs {
+			tab.lookup(pc)
+		}
+	}
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		var tab *Table
+		for b.Loop() {
+			data, err := sectionData(f.Section(".gopclntab"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := parseGoPclntab(data, goTextAddr(f))
+			if err != nil {
+				b.Fatal(err)
+			}
+			tb := newTableBuilder()
+			tb.addGoPclntab(g, 0)
+			if tab, err = tb.finish(); err != nil {
+				b.Fatal(err)
+			}
+			lookups(b, tab)
+		}
+		b.ReportMetric(float64(tab.Bytes()), "table-bytes")
+	})
+	b.Run("lazy", func(b *testing.B) {
+		b.ReportAllocs()
+		var tab *Table
+		for b.Loop() {
+			if tab, err = loadTable(bin, ""); err != nil {
+				b.Fatal(err)
+			}
+			lookups(b, tab)
+		}
+		b.ReportMetric(float64(tab.Bytes()), "table-bytes")
+	})
 }

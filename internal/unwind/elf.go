@@ -19,17 +19,41 @@ const maxSectionBytes = 256 << 20
 
 // NewTable builds the unwind table of an ELF file from its .eh_frame and
 // .debug_frame (compressed or not; .eh_frame rows win where both cover a
-// pc), or, for a Go binary without .debug_frame, from the SP deltas of
-// its .gopclntab. A file with none of these gets a table whose HasCFI is
-// false. Malformed
-// CIEs and FDEs are skipped and counted in Stats; the error is for a file
-// that cannot be read at all.
-func NewTable(f *elf.File) (*Table, error) {
+// pc); a Go 1.18+ binary's own functions get their rules from the SP
+// deltas of its .gopclntab instead of .debug_frame, read as each function
+// is first looked up. A file with none of these gets a table whose HasCFI
+// is false. Malformed CIEs and FDEs are skipped and counted in Stats; the
+// error is for a file that cannot be read at all.
+func NewTable(f *elf.File) (*Table, error) { return newTable(f, nil) }
+
+// newTable is NewTable; for a Go binary, pcln (when not nil) is where
+// the table reads its .gopclntab from as functions are first looked up
+// (an open file, which the table keeps). With nil it reads the section
+// into memory, since f may be closed once NewTable returns.
+func newTable(f *elf.File, pcln io.ReaderAt) (*Table, error) {
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("not an x86-64 ELF file (%v, %v)", f.Class, f.Machine)
 	}
 	b := newTableBuilder()
-	b.topFuncs = goTopFuncs(f)
+	// A Go 1.18+ binary: its functions' rules come from .gopclntab, one
+	// function at a time (goFuncs); its .debug_frame, which Go's linker
+	// writes from the same SP deltas, is not read. Its .eh_frame (cgo's
+	// C code) is.
+	var gofn *goFuncs
+	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_COMPRESSED == 0 {
+		src := pcln
+		if src == nil {
+			if data, err := sectionData(s); err == nil {
+				src = bytes.NewReader(data)
+			}
+		}
+		if src != nil {
+			gofn, _ = newGoFuncs(src, int64(s.Size), goTextAddr(f))
+		}
+	}
+	if gofn == nil {
+		b.topFuncs = goTopFuncs(f)
+	}
 	var text, got uint64
 	if s := f.Section(".text"); s != nil {
 		text = s.Addr
@@ -37,7 +61,7 @@ func NewTable(f *elf.File) (*Table, error) {
 	if s := f.Section(".got"); s != nil {
 		got = s.Addr
 	}
-	found := false
+	found := gofn != nil
 	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
 		data, err := sectionData(s)
 		if err != nil {
@@ -57,26 +81,22 @@ func NewTable(f *elf.File) (*Table, error) {
 		}
 		b.addSection(&frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}, 0, hdr)
 	}
-	data, err := debugFrame(f)
-	if err != nil {
-		return nil, err
-	}
-	if data != nil {
-		found = true
-		b.addSection(&frameSection{data: data}, 1, nil)
-	} else if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
-		// A Go binary linked with -w: no .debug_frame, but the runtime's
-		// own SP deltas. A table that is not Go 1.18+ leaves frame pointers.
-		if pcln, err := sectionData(s); err == nil {
-			if g, err := parseGoPclntab(pcln, goTextAddr(f)); err == nil {
-				found = true
-				b.addGoPclntab(g, 2)
-			}
+	if gofn == nil {
+		data, err := debugFrame(f)
+		if err != nil {
+			return nil, err
+		}
+		if data != nil {
+			found = true
+			b.addSection(&frameSection{data: data}, 1, nil)
 		}
 	}
 	t, err := b.finish()
 	if err != nil {
 		return nil, err
+	}
+	if gofn != nil {
+		t.gofn, t.stats.GoFuncs = gofn, gofn.count()
 	}
 	t.noCFI = !found
 	return t, nil
@@ -207,7 +227,15 @@ func loadTable(path, root string) (*Table, error) {
 		return nil, err
 	}
 	defer f.Close()
-	t, err := NewTable(f)
+	// A Go binary's table reads .gopclntab through its own open file, for
+	// as long as the table lives (os.File closes it once unreachable).
+	var pcln io.ReaderAt
+	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
+		if of, err := os.Open(path); err == nil {
+			pcln = io.NewSectionReader(of, int64(s.Offset), int64(s.Size))
+		}
+	}
+	t, err := newTable(f, pcln)
 	if err != nil || t.HasCFI() {
 		return t, err
 	}

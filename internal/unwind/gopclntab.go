@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"fmt"
 )
 
 // Go 1.18+ .gopclntab layout (runtime/symtab.go: pcHeader, _func; the
@@ -12,7 +11,8 @@ import (
 // (entry offset from runtime.text, _func offset; uint32 pairs), and per
 // function a "pcsp" pc-value table giving, for every pc, how many bytes the
 // function has pushed since its entry (the SP delta). With it the CFA is
-// rsp + delta + 8 at every pc, the return address at CFA-8.
+// rsp + delta + 8 at every pc, the return address at CFA-8. goFuncs
+// (golazy.go) reads it.
 const (
 	goMagic118 = 0xfffffff0
 	goMagic120 = 0xfffffff1
@@ -22,139 +22,53 @@ const (
 
 var errNotGo118 = errors.New(".gopclntab is not Go 1.18 or later")
 
-// goPclntab is the part of .gopclntab the unwinder reads.
-type goPclntab struct {
-	data      []byte
-	nfunc     int
-	textStart uint64
-	pctab     []byte
-	names     []byte // funcnametab: NUL-terminated names
-	functab   []byte // nfunc+1 (entryOff, funcOff) pairs, then the _func records
-}
-
-func parseGoPclntab(data []byte, textStart uint64) (*goPclntab, error) {
-	if len(data) < 8+8*8 {
-		return nil, errNotGo118
-	}
-	le := binary.LittleEndian
-	magic := le.Uint32(data)
-	if (magic != goMagic118 && magic != goMagic120) || data[6] != 1 || data[7] != 8 {
-		return nil, errNotGo118
-	}
-	word := func(i int) uint64 { return le.Uint64(data[8+8*i:]) }
-	nfunc := word(0)
-	if hdrText := word(2); hdrText != 0 {
-		textStart = hdrText
-	}
-	namesOff, pctabOff, pclnOff := word(3), word(6), word(7)
-	if nfunc > maxGoFuncs || namesOff > uint64(len(data)) || pctabOff > uint64(len(data)) || pclnOff > uint64(len(data)) ||
-		uint64(len(data))-pclnOff < (nfunc+1)*8 {
-		return nil, fmt.Errorf(".gopclntab header out of bounds (%d functions)", nfunc)
-	}
-	return &goPclntab{data: data, nfunc: int(nfunc), textStart: textStart,
-		pctab: data[pctabOff:], names: data[namesOff:], functab: data[pclnOff:]}, nil
-}
-
-// funcName returns function i's name, or "" when it cannot be read.
-func (g *goPclntab) funcName(i int) string {
-	le := binary.LittleEndian
-	funcOff := uint64(le.Uint32(g.functab[8*i+4:]))
-	if funcOff+8 > uint64(len(g.functab)) {
-		return ""
-	}
-	off := uint64(le.Uint32(g.functab[funcOff+4:]))
-	if off >= uint64(len(g.names)) {
-		return ""
-	}
-	r := &buf{b: g.names, off: int(off)}
-	return r.cstring()
-}
-
-// funcSP returns function i's start and end addresses and its pcsp table.
-func (g *goPclntab) funcSP(i int) (start, end uint64, pcsp []byte, ok bool) {
-	le := binary.LittleEndian
-	entry := le.Uint32(g.functab[8*i:])
-	next := le.Uint32(g.functab[8*(i+1):])
-	funcOff := uint64(le.Uint32(g.functab[8*i+4:]))
-	// _func: entryOff, nameOff, args, deferreturn, pcsp, ...
-	if funcOff+20 > uint64(len(g.functab)) || next <= entry {
-		return 0, 0, nil, false
-	}
-	sp := uint64(le.Uint32(g.functab[funcOff+16:]))
-	if sp == 0 || sp >= uint64(len(g.pctab)) {
-		return 0, 0, nil, false
-	}
-	return g.textStart + uint64(entry), g.textStart + uint64(next), g.pctab[sp:], true
-}
-
-// addGoPclntab adds rows for every function of a Go binary from its pcsp
-// tables: CFA = rsp + delta + 8, return address at CFA-8, and the caller's
-// rbp at CFA-16 once the function has pushed it (the Go compiler's frame
-// layout; delta ≥ 8).
-func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
-	for i := range g.nfunc {
-		start, end, pcsp, ok := g.funcSP(i)
-		if !ok {
-			b.stats.BadFDEs++
-			continue
-		}
-		b.stats.FDEs++
-		if len(b.rows) >= maxRows {
-			b.noteBad(errTooBig)
-			return
-		}
-		// Go's top functions by their .gopclntab names: stripped binaries have no .symtab.
-		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)]
-		lo := len(b.rows)
-		r := &buf{b: pcsp}
-		pc, val := start, int64(-1)
-		for pc < end && r.left() > 0 {
-			d := r.uleb()
-			if d == 0 && pc != start { // the end of the table
-				break
-			}
-			val += int64(d>>1) ^ -int64(d&1) // zig-zag
-			n := r.uleb()
-			if r.err != nil {
-				break
-			}
-			if val < -8 || val > 1<<31-16 {
-				// A delta no frame has (the runtime marks stack
-				// switches so): no rule up to the next pc-value.
-				if n := len(b.rows); n == lo || b.rows[n-1].id != 0 {
-					b.rows = append(b.rows, rawRow{pc: pc})
-				}
-				pc += n
-				continue
-			}
-			st := cfaState{cfa: cfaRule{reg: RegRSP, off: val + 8}}
-			st.regs[RegRIP] = regRule{kind: rOffset, off: -8}
-			if val >= 8 {
-				st.regs[RegRBP] = regRule{kind: rOffset, off: -16}
-			}
-			b.addRow(pc, &st, false)
-			pc += n
-		}
-		if len(b.rows) == lo {
-			b.stats.BadFDEs++
-			continue
-		}
-		b.spans = append(b.spans, fdeSpan{start: start, end: end, rank: rank, lo: lo, hi: len(b.rows)})
-	}
-}
-
 // goTextAddr is where .gopclntab's entry offsets start: the runtime.text
 // symbol, else the start of .text (Go 1.26 leaves the header's word 0).
+// It scans .symtab in place (scanSymbol): f.Symbols() made a string and a
+// Symbol of every one of a Go binary's tens of thousands of symbols.
 func goTextAddr(f *elf.File) uint64 {
-	if syms, err := f.Symbols(); err == nil {
-		for _, s := range syms {
-			if s.Name == "runtime.text" {
-				return s.Value
-			}
-		}
+	if v, ok := symbolValue(f, "runtime.text"); ok {
+		return v
 	}
 	if s := f.Section(".text"); s != nil {
 		return s.Addr
 	}
 	return 0
+}
+
+// symbolValue returns the value of the first symbol of f's .symtab named
+// name (ELF64 little-endian files only).
+func symbolValue(f *elf.File, name string) (uint64, bool) {
+	if f.Class != elf.ELFCLASS64 || f.ByteOrder != binary.LittleEndian {
+		return 0, false
+	}
+	symtab := f.SectionByType(elf.SHT_SYMTAB)
+	if symtab == nil || symtab.Link == 0 || int(symtab.Link) >= len(f.Sections) {
+		return 0, false
+	}
+	syms, err := sectionData(symtab)
+	if err != nil {
+		return 0, false
+	}
+	strs, err := sectionData(f.Sections[symtab.Link])
+	if err != nil {
+		return 0, false
+	}
+	return scanSymbol(syms, strs, name)
+}
+
+// scanSymbol finds name in a little-endian ELF64 symbol table and its
+// string table, reading the 24-byte entries in place.
+func scanSymbol(syms, strs []byte, name string) (uint64, bool) {
+	const entry = 24 // Elf64_Sym: name u32, info, other, shndx u16, value u64, size u64
+	for off := entry; off+entry <= len(syms); off += entry {
+		n := int64(binary.LittleEndian.Uint32(syms[off:]))
+		if n+int64(len(name)) >= int64(len(strs)) || strs[n] != name[0] || strs[n+int64(len(name))] != 0 {
+			continue
+		}
+		if string(strs[n:n+int64(len(name))]) == name {
+			return binary.LittleEndian.Uint64(syms[off+8:]), true
+		}
+	}
+	return 0, false
 }

@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"bytes"
 	"debug/elf"
 	"testing"
 )
@@ -72,6 +73,41 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 		t.Errorf("%d of %d rows only in .gopclntab: more than padding", padding, compared)
 	}
 	t.Logf("%d rows compared, %d in padding only .gopclntab covers", compared, padding)
+
+	// NewTable's table reads each function as it is first looked up
+	// (goFuncs): it must give the whole-table reader's rule at the first
+	// and last byte of every row, and through a file as from memory.
+	lazy, err := NewTable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := loadTable(bin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lazy.gofn == nil || fromFile.gofn == nil || lazy.Stats().GoFuncs != g.nfunc {
+		t.Fatalf("NewTable read no .gopclntab lazily (%+v), want %d functions", lazy.Stats(), g.nfunc)
+	}
+	checked := 0
+	for i, off := range fromPcln.pcs {
+		pcs := []uint64{fromPcln.base + uint64(off)}
+		if i+1 < len(fromPcln.pcs) {
+			pcs = append(pcs, fromPcln.base+uint64(fromPcln.pcs[i+1])-1)
+		}
+		for _, pc := range pcs {
+			want, wok := fromPcln.lookup(pc)
+			for _, tab := range []*Table{lazy, fromFile} {
+				got, gok := tab.lookup(pc)
+				checked++
+				if gok != wok || (wok && got != want) {
+					t.Fatalf("at %#x: lazy %+v (%v), whole table %+v (%v)", pc, got, gok, want, wok)
+				}
+			}
+		}
+	}
+	if checked < 20000 {
+		t.Errorf("only %d lookups compared", checked)
+	}
 }
 
 // TestGoWithoutDebugFrame: a Go binary linked with -w (no DWARF) gets its
@@ -90,8 +126,8 @@ func TestGoWithoutDebugFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tab.HasCFI() || tab.Rows() < 10000 {
-		t.Fatalf("table from .gopclntab: CFI %v, %d rows (%+v)", tab.HasCFI(), tab.Rows(), tab.Stats())
+	if !tab.HasCFI() || tab.Stats().GoFuncs < 1000 {
+		t.Fatalf("table from .gopclntab: CFI %v, %+v", tab.HasCFI(), tab.Stats())
 	}
 	checkGoTopFrames(t, bin)
 }
@@ -104,14 +140,28 @@ func FuzzGoPclntab(f *testing.F) {
 	hdr[8+7*8] = 80 // functab
 	f.Add(hdr)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		lazy, lerr := newGoFuncs(bytes.NewReader(data), int64(len(data)), 0x401000)
 		g, err := parseGoPclntab(data, 0x401000)
+		if (err == nil) != (lerr == nil) {
+			t.Fatalf("whole-table reader: %v; lazy reader: %v", err, lerr)
+		}
 		if err != nil {
 			return
 		}
 		b := newTableBuilder()
 		b.addGoPclntab(g, 0)
-		if _, err := b.finish(); err != nil {
+		tab, err := b.finish()
+		if err != nil {
 			return
+		}
+		// Both readers give the same rule at every row's first byte.
+		for _, off := range tab.pcs {
+			pc := tab.base + uint64(off)
+			want, wok := tab.lookup(pc)
+			got, gok := lazy.lookup(pc)
+			if gok != wok || (wok && got != want) {
+				t.Fatalf("at %#x: lazy %+v (%v), whole table %+v (%v)", pc, got, gok, want, wok)
+			}
 		}
 	})
 }

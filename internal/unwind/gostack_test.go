@@ -10,10 +10,11 @@ import (
 )
 
 // TestUnwindGoStack unwinds, offline, a goroutine's stack that
-// testdata/gostack captured in its leaf: with the linker's .debug_frame
-// and, linked with -w, with .gopclntab's SP deltas. Both give the whole
-// chain from the leaf to the goroutine's entry and end as complete at
-// runtime.goexit.
+// testdata/gostack captured in its leaf, built with DWARF and linked with
+// -w. The table reads .gopclntab's SP deltas either way (their agreement
+// with the linker's .debug_frame is TestGoPclntabMatchesDebugFrame's);
+// both give the whole chain from the leaf to the goroutine's entry and
+// end as complete at runtime.goexit.
 func TestUnwindGoStack(t *testing.T) {
 	for _, tc := range []struct{ name, ldflags string }{
 		{"debug_frame", ""},
@@ -27,7 +28,7 @@ func TestUnwindGoStack(t *testing.T) {
 			}
 			d := readDump(t, out)
 			u := New(Options{})
-			if tab := u.Table(Object{Key: bin, Path: bin}); tab.Stats().FDEs < 1000 {
+			if tab := u.Table(Object{Key: bin, Path: bin}); tab.Stats().GoFuncs < 1000 {
 				t.Fatalf("table: %+v", tab.Stats())
 			}
 			fs, stop := unwindFrames(t, u, d, bin)

@@ -22,6 +22,9 @@ type Table struct {
 	// noCFI: the binary has no CFI section at all; its frames are walked
 	// with frame pointers.
 	noCFI bool
+	// gofn, for a Go binary, gives the rules of its Go functions where
+	// the rows above have none.
+	gofn  *goFuncs
 	stats TableStats
 }
 
@@ -35,6 +38,9 @@ type TableStats struct {
 	// Recovered counts the FDEs found through .eh_frame_hdr past a
 	// record whose bad length ended the walk of .eh_frame.
 	Recovered int
+	// GoFuncs is the number of functions of a Go binary's .gopclntab,
+	// whose rules are decoded as each one is first looked up.
+	GoFuncs int
 	// Err is the first parse error met, nil when all was well.
 	Err error
 }
@@ -55,6 +61,9 @@ func (t *Table) Bytes() int {
 			n += len(r.expr)
 		}
 	}
+	if t.gofn != nil {
+		n += t.gofn.bytes()
+	}
 	return n
 }
 
@@ -67,6 +76,14 @@ func (t *Table) HasCFI() bool { return !t.noCFI }
 
 // lookup returns the rule in force at pc (an ELF virtual address).
 func (t *Table) lookup(pc uint64) (rule, bool) {
+	if r, ok := t.lookupRows(pc); ok || t.gofn == nil {
+		return r, ok
+	}
+	return t.gofn.lookup(pc)
+}
+
+// lookupRows returns the rule of the rows built from .eh_frame and .debug_frame.
+func (t *Table) lookupRows(pc uint64) (rule, bool) {
 	if len(t.pcs) == 0 || pc < t.base || pc-t.base > 0xffffffff {
 		return rule{}, false
 	}

@@ -1,0 +1,242 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+)
+
+// goFuncs answers rule lookups for a Go binary's functions from its
+// .gopclntab, one function at a time: it holds the function table (8
+// bytes a function) and reads a function's _func record, pcsp table and
+// name through src only when a pc inside it is first looked up. A whole
+// table of every function (addGoPclntab in the tests) cost a Go
+// toolchain binary's every first sample hundreds of milliseconds and
+// megabytes (BenchmarkGoTable); a profile touches a few hundred functions.
+type goFuncs struct {
+	src       io.ReaderAt // the .gopclntab section
+	size      int64       // its bytes
+	textStart uint64
+	namesOff  int64 // funcnametab
+	pctabOff  int64 // pctab
+	pclnOff   int64 // functab: (entryOff, funcOff) pairs, then the _func records
+	entries   []uint32
+	funcOffs  []uint32
+
+	mu    sync.Mutex
+	funcs map[int32][]goRow // decoded functions, by index
+}
+
+// goRow is one pc-value row of a decoded function: from off (bytes past
+// the function's entry) on, rule applies (cfaKind cfaNone: no rule).
+type goRow struct {
+	off uint32
+	r   rule
+}
+
+// maxGoDecoded bounds the functions a goFuncs keeps decoded; past it the
+// cache starts over (a function's rows are a few hundred bytes).
+const maxGoDecoded = 1 << 14
+
+// goFuncsBytes is what a goFuncs counts for its decoded functions and
+// open file in the table cache's budget, beyond its function table.
+const goFuncsBytes = 256 << 10
+
+// newGoFuncs reads the header and function table of the .gopclntab in
+// src (size bytes; Go 1.18 or later, else errNotGo118). textStart is
+// runtime.text's address, used when the header leaves it 0.
+func newGoFuncs(src io.ReaderAt, size int64, textStart uint64) (*goFuncs, error) {
+	var hdr [8 + 8*8]byte
+	if size < int64(len(hdr)) {
+		return nil, errNotGo118
+	}
+	if _, err := src.ReadAt(hdr[:], 0); err != nil {
+		return nil, fmt.Errorf("read .gopclntab header: %w", err)
+	}
+	le := binary.LittleEndian
+	magic := le.Uint32(hdr[:])
+	if (magic != goMagic118 && magic != goMagic120) || hdr[6] != 1 || hdr[7] != 8 {
+		return nil, errNotGo118
+	}
+	word := func(i int) uint64 { return le.Uint64(hdr[8+8*i:]) }
+	nfunc := word(0)
+	if t := word(2); t != 0 {
+		textStart = t
+	}
+	namesOff, pctabOff, pclnOff := word(3), word(6), word(7)
+	if nfunc > maxGoFuncs || namesOff > uint64(size) || pctabOff > uint64(size) || pclnOff > uint64(size) ||
+		uint64(size)-pclnOff < (nfunc+1)*8 {
+		return nil, fmt.Errorf(".gopclntab header out of bounds (%d functions)", nfunc)
+	}
+	pairs := make([]byte, (nfunc+1)*8)
+	if _, err := src.ReadAt(pairs, int64(pclnOff)); err != nil {
+		return nil, fmt.Errorf("read .gopclntab function table: %w", err)
+	}
+	g := &goFuncs{src: src, size: size, textStart: textStart, namesOff: int64(namesOff),
+		pctabOff: int64(pctabOff), pclnOff: int64(pclnOff),
+		entries: make([]uint32, nfunc+1), funcOffs: make([]uint32, nfunc+1), funcs: map[int32][]goRow{}}
+	for i := range g.entries {
+		g.entries[i] = le.Uint32(pairs[8*i:])
+		g.funcOffs[i] = le.Uint32(pairs[8*i+4:])
+	}
+	return g, nil
+}
+
+// count is the number of functions.
+func (g *goFuncs) count() int { return len(g.entries) - 1 }
+
+// bytes is what g counts in the table cache.
+func (g *goFuncs) bytes() int { return 8*len(g.entries) + goFuncsBytes }
+
+// lookup returns the rule in force at pc, decoding its function on first use.
+func (g *goFuncs) lookup(pc uint64) (rule, bool) {
+	if pc < g.textStart || pc-g.textStart > 0xffffffff {
+		return rule{}, false
+	}
+	off := uint32(pc - g.textStart)
+	n := g.count()
+	// The last function whose entry is at or before off.
+	i := sort.Search(n, func(i int) bool { return g.entries[i] > off }) - 1
+	if i < 0 || off >= g.entries[i+1] {
+		return rule{}, false
+	}
+	g.mu.Lock()
+	rows, ok := g.funcs[int32(i)]
+	if !ok {
+		rows = g.decode(i)
+		if len(g.funcs) >= maxGoDecoded {
+			clear(g.funcs)
+		}
+		g.funcs[int32(i)] = rows
+	}
+	g.mu.Unlock()
+	rel := off - g.entries[i]
+	j := sort.Search(len(rows), func(j int) bool { return rows[j].off > rel }) - 1
+	if j < 0 {
+		return rule{}, false
+	}
+	r := rows[j].r
+	return r, r.cfaKind != cfaNone
+}
+
+// decode reads function i's pcsp table into rows: CFA = rsp + delta + 8,
+// the return address at CFA-8 (undefined in Go's top functions, which
+// start a stack), and the caller's rbp at CFA-16 once the function has
+// pushed it (the Go compiler's frame layout; delta ≥ 8). A function it
+// cannot read gets no rows: its pcs have no rule.
+func (g *goFuncs) decode(i int) []goRow {
+	le := binary.LittleEndian
+	// _func: entryOff, nameOff, args, deferreturn, pcsp, ...
+	var fn [20]byte
+	if _, err := g.src.ReadAt(fn[:], g.pclnOff+int64(g.funcOffs[i])); err != nil {
+		return nil
+	}
+	sp := int64(le.Uint32(fn[16:]))
+	if sp == 0 || g.pctabOff+sp >= g.size {
+		return nil
+	}
+	top := g.isTop(int64(le.Uint32(fn[4:])))
+	length := uint64(g.entries[i+1] - g.entries[i])
+	var rows []goRow
+	add := func(off uint64, r rule) {
+		if n := len(rows); n > 0 && rows[n-1].r == r {
+			return
+		}
+		rows = append(rows, goRow{off: uint32(off), r: r})
+	}
+	r := &goReader{src: g.src, off: g.pctabOff + sp, end: g.size}
+	off, val := uint64(0), int64(-1)
+	for off < length {
+		d, ok := r.uleb()
+		if !ok || (d == 0 && off != 0) { // the end of the table
+			break
+		}
+		val += int64(d>>1) ^ -int64(d&1) // zig-zag
+		n, ok := r.uleb()
+		if !ok {
+			break
+		}
+		if val < -8 || val > 1<<31-16 {
+			// A delta no frame has (the runtime marks stack switches
+			// so): no rule up to the next pc-value.
+			add(off, rule{cfaKind: cfaNone})
+		} else {
+			st := cfaState{cfa: cfaRule{reg: RegRSP, off: val + 8}}
+			st.regs[RegRIP] = regRule{kind: rOffset, off: -8}
+			if val >= 8 {
+				st.regs[RegRBP] = regRule{kind: rOffset, off: -16}
+			}
+			if top {
+				st.regs[RegRIP] = regRule{kind: rUndefined}
+			}
+			if c, ok := compact(&st, RegRIP, false); ok {
+				add(off, c)
+			} else {
+				add(off, rule{cfaKind: cfaNone})
+			}
+		}
+		off += n
+	}
+	return rows
+}
+
+// isTop reports whether the function named at nameOff in funcnametab is
+// one of goTopNames (every one of them starts with "runtime.").
+func (g *goFuncs) isTop(nameOff int64) bool {
+	var name [32]byte
+	n, _ := g.src.ReadAt(name[:], g.namesOff+nameOff)
+	s := name[:n]
+	for k, c := range s {
+		if c == 0 {
+			return goTopNames[string(s[:k])]
+		}
+	}
+	return false
+}
+
+// goReader reads ULEB128 values through an io.ReaderAt, a chunk at a time.
+type goReader struct {
+	src      io.ReaderAt
+	off, end int64 // next byte to read from src; src's size
+	chunk    [128]byte
+	b        []byte
+}
+
+func (r *goReader) byte() (byte, bool) {
+	if len(r.b) == 0 {
+		n := int64(len(r.chunk))
+		if r.end-r.off < n {
+			n = r.end - r.off
+		}
+		if n <= 0 {
+			return 0, false
+		}
+		m, err := r.src.ReadAt(r.chunk[:n], r.off)
+		if m == 0 {
+			_ = err
+			return 0, false
+		}
+		r.off += int64(m)
+		r.b = r.chunk[:m]
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c, true
+}
+
+func (r *goReader) uleb() (uint64, bool) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c, ok := r.byte()
+		if !ok {
+			return 0, false
+		}
+		v |= uint64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, true
+		}
+	}
+	return 0, false
+}
