@@ -99,7 +99,7 @@ func (g *goFuncs) lookup(pc uint64) (rule, bool) {
 	n := g.count()
 	// The last function whose entry is at or before off.
 	i := sort.Search(n, func(i int) bool { return g.entries[i] > off }) - 1
-	if i < 0 || off >= g.entries[i+1] {
+	if i < 0 || off < g.entries[i] || off >= g.entries[i+1] { // the middle test fails only in a table out of order
 		return rule{}, false
 	}
 	g.mu.Lock()
