@@ -8,7 +8,15 @@ import (
 // ReadAll reads r to its end in large reads, starting with size bytes
 // and doubling.
 func ReadAll(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, 0, size)
+	return ReadInto(r, make([]byte, 0, size))
+}
+
+// ReadInto is ReadAll appending to buf (of capacity at least 1), which
+// it grows by doubling as needed.
+func ReadInto(r io.Reader, buf []byte) ([]byte, error) {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 4096)
+	}
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, cap(buf))
