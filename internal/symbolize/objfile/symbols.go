@@ -1,8 +1,10 @@
 package objfile
 
 import (
+	"bytes"
 	"cmp"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +15,10 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/gopclntab"
 )
+
+// maxSymbolBytes bounds a symbol or string table read whole: 1 GiB, as
+// elfio.CheckSymbolTable bounds them.
+const maxSymbolBytes = 1 << 30
 
 // rawSym is a candidate function symbol while a Binary is built.
 type rawSym struct {
@@ -35,6 +41,9 @@ func (b *Binary) readSymbols(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.Fil
 			return err
 		}
 	}
+	if f.Class == elf.ELFCLASS64 && f.ByteOrder == binary.LittleEndian {
+		return b.readSymbols64(f, lr, dbg, gt)
+	}
 	symtab, err := f.Symbols()
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return fmt.Errorf("read .symtab: %w", err)
@@ -45,6 +54,33 @@ func (b *Binary) readSymbols(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.Fil
 	}
 	raws := make([]rawSym, 0, len(symtab)+len(dynsym))
 	raws = b.appendFuncs(raws, f, symtab)
+	return b.finishSymbols(raws, f, lr, dbg, gt, func(raws []rawSym) ([]rawSym, error) {
+		return b.appendFuncs(raws, f, dynsym), nil
+	})
+}
+
+// readSymbols64 is readSymbols for a little-endian ELF64 file: it reads
+// .symtab and .dynsym in place (appendFuncs64), making a name string for
+// function symbols only; debug/elf's Symbols makes a Symbol and a string
+// of every one of a Go binary's tens of thousands of symbols
+// (BenchmarkReadSymbols).
+func (b *Binary) readSymbols64(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.File, gt *gopclntab.Table) error {
+	raws, err := b.appendFuncs64(nil, f, lr, elf.SHT_SYMTAB)
+	if err != nil {
+		return fmt.Errorf("read .symtab: %w", err)
+	}
+	return b.finishSymbols(raws, f, lr, dbg, gt, func(raws []rawSym) ([]rawSym, error) {
+		raws, err := b.appendFuncs64(raws, f, lr, elf.SHT_DYNSYM)
+		if err != nil {
+			return nil, fmt.Errorf("read .dynsym: %w", err)
+		}
+		return raws, nil
+	})
+}
+
+// finishSymbols completes readSymbols from raws, f's .symtab functions:
+// the stand-ins when there are none, then .dynsym's (dynsym appends them).
+func (b *Binary) finishSymbols(raws []rawSym, f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.File, gt *gopclntab.Table, dynsym func([]rawSym) ([]rawSym, error)) error {
 	if len(raws) == 0 && dbg != nil {
 		raws = b.appendFuncs(raws, dbg.ELF, safeSymbols(dbg.ELF, dbg.Reader))
 		if len(raws) > 0 {
@@ -59,10 +95,74 @@ func (b *Binary) readSymbols(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.Fil
 	if len(raws) == 0 {
 		raws = appendGoFuncs(raws, gt) // a Go binary stripped of .symtab
 	}
-	raws = b.appendFuncs(raws, f, dynsym)
+	raws, err := dynsym(raws)
+	if err != nil {
+		return err
+	}
 	slices.SortFunc(raws, compareRaw)
 	b.build(raws)
 	return nil
+}
+
+// appendFuncs64 appends the function symbols of f's symbol table of type
+// typ (SHT_SYMTAB or SHT_DYNSYM; absent: none) to raws, reading the
+// little-endian Elf64_Sym entries in place, with appendFuncs's rules.
+// Names are cut at the string table's end.
+func (b *Binary) appendFuncs64(raws []rawSym, f *elf.File, lr *elfio.ReaderAt, typ elf.SectionType) ([]rawSym, error) {
+	const entry = 24 // Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64
+	sec := f.SectionByType(typ)
+	if sec == nil {
+		return raws, nil
+	}
+	if sec.Size%entry != 0 {
+		return raws, fmt.Errorf("section %s: %d bytes, not a multiple of %d", sec.Name, sec.Size, entry)
+	}
+	syms, err := elfio.SectionData(lr, sec, maxSymbolBytes)
+	if err != nil {
+		return raws, err
+	}
+	var strs []byte
+	if int(sec.Link) > 0 && int(sec.Link) < len(f.Sections) {
+		if strs, err = elfio.SectionData(lr, f.Sections[sec.Link], maxSymbolBytes); err != nil {
+			return raws, err
+		}
+	}
+	le := binary.LittleEndian
+	// Room for every candidate at once: raws grew by doubling before,
+	// copying and clearing about twice the bytes.
+	n := 0
+	for off := entry; off+entry <= len(syms); off += entry {
+		if t := elf.ST_TYPE(syms[off+4]); t == elf.STT_FUNC || t == elf.STT_GNU_IFUNC || t == elf.STT_NOTYPE {
+			n++
+		}
+	}
+	raws = slices.Grow(raws, n)
+	for off := entry; off+entry <= len(syms); off += entry { // entry 0 is the null symbol
+		e := syms[off : off+entry]
+		name := le.Uint32(e)
+		info := e[4]
+		s := elf.Symbol{Info: info, Section: elf.SectionIndex(le.Uint16(e[6:])), Value: le.Uint64(e[8:]), Size: le.Uint64(e[16:])}
+		if s.Section == elf.SHN_UNDEF || s.Value == 0 || name == 0 || int64(name) >= int64(len(strs)) || strs[name] == 0 {
+			continue
+		}
+		t := elf.ST_TYPE(info)
+		if t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC && (t != elf.STT_NOTYPE || s.Size == 0) {
+			continue
+		}
+		limit, exec := b.sectionLimit(f, &s)
+		if t == elf.STT_NOTYPE && !exec {
+			continue
+		}
+		end := bytes.IndexByte(strs[name:], 0)
+		if end < 0 {
+			end = len(strs) - int(name)
+		}
+		raws = append(raws, rawSym{
+			name: string(strs[name : int(name)+end]), start: s.Value, size: s.Size, limit: limit,
+			bind: elf.ST_BIND(info), typ: t,
+		})
+	}
+	return raws, nil
 }
 
 // safeSymbols returns the .symtab of a debug file, or nil when it has
