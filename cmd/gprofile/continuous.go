@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -46,6 +47,7 @@ type continuous struct {
 	lost                atomic.Uint64 // samples lost, from the counters of the last interval
 	errs                atomic.Uint64 // intervals that could not be built or written
 	buildNanos          atomic.Int64  // wall time in onInterval: pprof build, split, gzip, file write
+	buildCPUNanos       atomic.Int64  // CPU time of the same (its thread's)
 }
 
 // newContinuous prepares the output of a continuous run: the backend
@@ -90,12 +92,19 @@ func baseLabels(extra []string) map[string]string {
 // interval of no samples sends and writes nothing. An error is logged
 // and counted: the run goes on.
 func (c *continuous) onInterval(iv recorder.Interval) {
-	t0 := time.Now()
+	// The interval's CPU time is its thread's: the goroutine keeps its
+	// thread meanwhile.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0, cpu0 := time.Now(), threadCPU()
 	defer func() {
 		// Counted after its build time, so that a metrics page that
 		// shows an interval shows what it cost.
 		c.buildNanos.Add(int64(time.Since(t0)))
-		c.intervals.Add(1)
+		c.buildCPUNanos.Add(int64(threadCPU() - cpu0))
+		if c.intervals.Add(1) == 1 {
+			settleGC()
+		}
 	}()
 	lost := iv.Counters.Lost - c.last.Lost
 	c.last = iv.Counters
@@ -162,6 +171,16 @@ func (e *gzipEncoder) encode(p *profile.Profile) ([]byte, error) {
 	return bytes.Clone(e.buf.Bytes()), nil
 }
 
+// threadCPU returns the CPU time the calling thread has used
+// (CLOCK_THREAD_CPUTIME_ID), or 0 when the clock cannot be read.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
 // fail logs an interval's error and counts it.
 func (c *continuous) fail(err error) {
 	c.errs.Add(1)
@@ -200,6 +219,7 @@ func (c *continuous) metrics(rec *recorder.Recorder) []metric {
 		{"gprofile_intervals_total", "counter", "Intervals ended.", func() float64 { return float64(c.intervals.Load()) }},
 		{"gprofile_interval_errors_total", "counter", "Intervals whose profile could not be built or written.", func() float64 { return float64(c.errs.Load()) }},
 		{"gprofile_interval_build_seconds_total", "counter", "Wall time spent turning intervals into profiles: pprof build, split by service, gzip, --switch-output write (the send is the queue's, not counted).", func() float64 { return float64(c.buildNanos.Load()) / 1e9 }},
+		{"gprofile_interval_build_cpu_seconds_total", "counter", "CPU time of the same work, on its thread (the garbage collector's own threads not counted).", func() float64 { return float64(c.buildCPUNanos.Load()) / 1e9 }},
 	}
 	if c.queue != nil {
 		stat := func(f func(push.Stats) float64) func() float64 { return func() float64 { return f(c.queue.Stats()) } }

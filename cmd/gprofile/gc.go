@@ -69,3 +69,16 @@ func startGCTuning() {
 		}
 	}()
 }
+
+// settleGC ends a continuous run's start-up, at the end of its first
+// interval: start-up (reading every running binary) is paid, and what
+// follows runs for days, so GOGC goes to gcPercentLarge whatever the
+// live heap, and the memory start-up freed goes back to the system at
+// once (debug.FreeOSMemory: one forced collection) instead of at the
+// scavenger's pace. With GOGC set in the environment, GOGC stays.
+func settleGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercentLarge)
+	}
+	debug.FreeOSMemory()
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,20 @@ func processMetrics() []metric {
 		{"process_resident_memory_bytes", "gauge", "Resident memory size in bytes (/proc/self/statm).", func() float64 { return float64(selfRSS()) }},
 		{"process_open_fds", "gauge", "Number of open file descriptors (/proc/self/fd).", func() float64 { return float64(selfFDs()) }},
 		{"go_goroutines", "gauge", "Number of goroutines that currently exist.", func() float64 { return float64(runtime.NumGoroutine()) }},
+		{"go_gc_heap_live_bytes", "gauge", "Heap memory occupied by live objects, as of the last garbage collection (runtime/metrics /gc/heap/live:bytes).", heapLive},
 	}
+}
+
+// heapLive returns the bytes of live heap as of the last garbage
+// collection (runtime/metrics /gc/heap/live:bytes), 0 when the runtime
+// does not report it.
+func heapLive() float64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64())
 }
 
 // selfRSS returns gprofile's resident set size in bytes, 0 when
