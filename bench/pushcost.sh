@@ -10,9 +10,13 @@
 # /proc/PID/stat just before it exits) as a share of one CPU and of the
 # machine, its peak RSS (VmHWM) and its last RSS (VmRSS); for push, the
 # intervals, profiles sent, bytes sent, the wall time spent building
-# them (gprofile_interval_build_seconds_total) and the CPU time per
-# interval over base's. Needs root, cc and go. Run it under the heavy
-# lock:  sudo flock /tmp/gprofile-heavy.lock bench/pushcost.sh
+# them (gprofile_interval_build_seconds_total), the CPU time of that
+# work on its thread (gprofile_interval_build_cpu_seconds_total) per
+# interval and as a share of one CPU and of the machine, and the CPU
+# time per interval over base's, and the live Go heap
+# (go_gc_heap_live_bytes) beside the push run's RSS. Needs root, cc and
+# go. Run it under the heavy lock:
+#   sudo flock /tmp/gprofile-heavy.lock bench/pushcost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +28,13 @@ PUSH_PORT=${PUSH_PORT:-14040}
 METRICS_PORT=${METRICS_PORT:-14041}
 GO=${GO:-go}
 
+case $PUSH_INTERVAL in
+*[0-9]s) ;;
+*)
+	echo "pushcost: PUSH_INTERVAL is in seconds (10s), not $PUSH_INTERVAL" >&2
+	exit 2
+	;;
+esac
 if [ "$(id -u)" != 0 ]; then
 	echo "pushcost: needs root (BPF, perf events): sudo $0" >&2
 	exit 2
@@ -90,6 +101,8 @@ wait "$sink" || true
 
 intervals=$(metric gprofile_intervals_total)
 build=$(metric gprofile_interval_build_seconds_total)
+buildcpu=$(metric gprofile_interval_build_cpu_seconds_total)
+live=$(metric go_gc_heap_live_bytes)
 sent=$(metric gprofile_push_sent_total)
 bytes=$(metric gprofile_push_sent_bytes_total)
 samples=$(metric gprofile_samples_total)
@@ -97,11 +110,13 @@ echo "pushcost: ${PUSH_SECONDS}s at ${PUSH_HZ} Hz whole machine ($ncpu CPUs), wo
 awk -v clk="$clk" -v s="$PUSH_SECONDS" -v n="$ncpu" \
 	-v bcpu="$bcpu" -v brss="$brss" -v bhwm="$bhwm" \
 	-v pcpu="$pcpu" -v prss="$prss" -v phwm="$phwm" \
-	-v iv="$intervals" -v build="$build" -v sent="$sent" -v bytes="$bytes" -v samples="$samples" 'BEGIN {
+	-v iv="$intervals" -v build="$build" -v buildcpu="$buildcpu" -v live="$live" -v ivs="${PUSH_INTERVAL%s}" -v sent="$sent" -v bytes="$bytes" -v samples="$samples" 'BEGIN {
 	printf "| run  | CPU s | %% of one CPU | %% of machine | RSS MB | peak RSS MB |\n"
 	printf "|------|------:|-------------:|-------------:|-------:|------------:|\n"
 	printf "| base | %.2f | %.3f | %.3f | %.1f | %.1f |\n", bcpu/clk, 100*bcpu/clk/s, 100*bcpu/clk/s/n, brss/1024, bhwm/1024
 	printf "| push | %.2f | %.3f | %.3f | %.1f | %.1f |\n", pcpu/clk, 100*pcpu/clk/s, 100*pcpu/clk/s/n, prss/1024, phwm/1024
 	printf "push: %d samples, %d intervals, %d profiles sent, %.0f kB sent (%.1f kB per profile), build %.1f ms per interval (wall), CPU over base %.1f ms per interval (one run each: within run-to-run noise)\n", samples, iv, sent, bytes/1024, (sent ? bytes/1024/sent : 0), (iv ? 1000*build/iv : 0), (iv ? 1000*(pcpu-bcpu)/clk/iv : 0)
+	bc = iv ? buildcpu/iv : 0
+	printf "push: interval work %.1f ms CPU per %s s interval (its thread): %.3f %% of one CPU, %.3f %% of the machine; live Go heap %.1f MB at the last metrics read\n", 1000*bc, ivs, 100*bc/ivs, 100*bc/ivs/n, live/1048576
 }'
 cat "$work/sink.out"
