@@ -36,6 +36,17 @@
 # that `go tool pprof -top` cannot read. Needs root, gcc and go.
 # GPROFILE_MEMPROFILE=FILE (passed on) makes gprofile write a heap
 # profile at the end.
+#
+# SOAK_PUSH=1 runs gprofile continuously instead: --push to bench/pushsink
+# (a fake Pyroscope that decodes every profile) on 127.0.0.1:SOAK_PUSH_PORT,
+# one profile per service every SOAK_INTERVAL (10s), with --metrics on
+# SOAK_METRICS_PORT; soak.csv gets the queue's bytes and profiles sent,
+# dropped and failed (push_errors) from the metrics page. At the end it
+# checks that nothing was lost without being counted: the sink decoded
+# every profile gprofile says it pushed, with no decode error, and the
+# samples in them add up to the samples gprofile read when it dropped
+# none (fewer when it dropped some, each drop counted). The profile
+# check with go tool pprof is then left out: there is no -o file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +57,10 @@ SOAK_WARMUP=${SOAK_WARMUP:-60}
 SOAK_WORKERS=${SOAK_WORKERS:-2}
 SOAK_BINS=${SOAK_BINS:-64}
 SOAK_FRESH=${SOAK_FRESH:-10}
+SOAK_PUSH=${SOAK_PUSH:-0}
+SOAK_INTERVAL=${SOAK_INTERVAL:-10s}
+SOAK_PUSH_PORT=${SOAK_PUSH_PORT:-14060}
+SOAK_METRICS_PORT=${SOAK_METRICS_PORT:-14061}
 SOAK_DIR=${SOAK_DIR:-$(mktemp -d /tmp/gprofile-soak.XXXXXX)}
 GO=${GO:-go}
 
@@ -58,7 +73,11 @@ if [ "$SOAK_WARMUP" -ge "$SOAK_SECONDS" ]; then
 	exit 2
 fi
 mkdir -p "$SOAK_DIR/bins"
-echo "soak: ${SOAK_SECONDS}s at ${SOAK_HZ} Hz, $SOAK_WORKERS churn workers, $SOAK_BINS binaries, a fresh copy every ${SOAK_FRESH} rounds; output in $SOAK_DIR"
+mode="one profile at SIGINT"
+if [ "$SOAK_PUSH" = 1 ]; then
+	mode="pushed every $SOAK_INTERVAL to bench/pushsink"
+fi
+echo "soak: ${SOAK_SECONDS}s at ${SOAK_HZ} Hz, $SOAK_WORKERS churn workers, $SOAK_BINS binaries, a fresh copy every ${SOAK_FRESH} rounds, $mode; output in $SOAK_DIR"
 
 # Everything started here dies with the script, whatever ends it.
 pids=()
@@ -70,6 +89,9 @@ cleanup() {
 trap cleanup EXIT
 
 $GO build -o "$SOAK_DIR/gprofile" ./cmd/gprofile
+if [ "$SOAK_PUSH" = 1 ]; then
+	$GO build -o "$SOAK_DIR/pushsink" ./bench/pushsink
+fi
 
 # The tiny program: a known chain that spins for 50 ms and exits.
 cat >"$SOAK_DIR/tiny.c" <<'EOF'
@@ -112,9 +134,16 @@ churn() {
 
 stats="$SOAK_DIR/stats.txt"
 rm -f "$stats"
-GPROFILE_STATS=$stats "$SOAK_DIR/gprofile" -f "$SOAK_HZ" -o "$SOAK_DIR/soak.pb.gz" 2>"$SOAK_DIR/gprofile.err" &
+out=(-o "$SOAK_DIR/soak.pb.gz")
+if [ "$SOAK_PUSH" = 1 ]; then
+	"$SOAK_DIR/pushsink" -addr "127.0.0.1:$SOAK_PUSH_PORT" >"$SOAK_DIR/sink.out" 2>&1 &
+	sink=$!
+	pids+=("$sink")
+	out=(--push "pyroscope://127.0.0.1:$SOAK_PUSH_PORT" --interval "$SOAK_INTERVAL" --metrics "127.0.0.1:$SOAK_METRICS_PORT")
+fi
+GPROFILE_STATS=$stats "$SOAK_DIR/gprofile" -f "$SOAK_HZ" "${out[@]}" 2>"$SOAK_DIR/gprofile.err" &
 gp=$!
-pids+=("$gp")
+pids=("$gp" "${pids[@]}")
 sleep 1
 if ! kill -0 "$gp" 2>/dev/null; then
 	echo "soak: gprofile did not start:" >&2
@@ -127,8 +156,44 @@ for w in $(seq 1 "$SOAK_WORKERS"); do
 	pids+=("$!")
 done
 
+# pushcheck ERR SINK: nothing lost that was not counted. gprofile's
+# summary (ERR) says "N samples (L lost) in ..., P profiles pushed, D
+# dropped, E push errors"; the sink (SINK) says "requests=R profiles=Q
+# samples=S ... decode_errors=X". Q must be P and X 0; S must be N when D
+# is 0, and less when D is not.
+pushcheck() {
+	awk '
+	FNR == NR && /profiles pushed/ {
+		for (i = 1; i <= NF; i++) {
+			if ($i == "samples") n = $(i - 1)
+			if ($i == "profiles" && $(i + 1) == "pushed,") p = $(i - 1)
+			if ($i == "dropped,") d = $(i - 1)
+		}
+		found = 1
+	}
+	FNR != NR {
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+	}
+	END {
+		if (!found) { print "soak: FAIL: no push summary from gprofile"; exit 1 }
+		printf "soak: push: gprofile read %d samples, pushed %d profiles, dropped %d; the sink decoded %d profiles holding %d samples, %d decode errors\n", n, p, d, v["profiles"], v["samples"], v["decode_errors"]
+		bad = 0
+		if (v["profiles"] != p) { print "soak: FAIL: the sink did not decode every profile pushed"; bad = 1 }
+		if (v["decode_errors"] != 0) { print "soak: FAIL: the sink could not decode some requests"; bad = 1 }
+		if (d == 0 && v["samples"] != n) { print "soak: FAIL: samples lost without being counted (no profile was dropped)"; bad = 1 }
+		if (d > 0 && v["samples"] >= n) { print "soak: FAIL: profiles dropped, yet every sample arrived"; bad = 1 }
+		exit bad
+	}' "$1" "$2"
+}
+
 csv="$SOAK_DIR/soak.csv"
-echo "t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks,goroutines,heap_inuse_kb,heap_objects" >"$csv"
+# metric NAME: the value of NAME on gprofile's metrics page just read.
+metric() { awk -v m="$1" '$1 == m {v = $2} END {printf "%d", v}' "$SOAK_DIR/metrics.txt" 2>/dev/null; }
+pushcols=
+if [ "$SOAK_PUSH" = 1 ]; then
+	pushcols=,queue_bytes,sent,dropped,push_errors
+fi
+echo "t_s,rss_kb,anon_kb,file_kb,hwm_kb,threads,fds,forks,goroutines,heap_inuse_kb,heap_objects$pushcols" >"$csv"
 start=$(date +%s)
 while :; do
 	now=$(date +%s)
@@ -146,14 +211,22 @@ while :; do
 	fds=$(find "/proc/$gp/fd" -mindepth 1 -maxdepth 1 | wc -l)
 	# unix_time goroutines heap_inuse_bytes heap_objects -> goroutines,kB,objects
 	gstats=$(tail -1 "$stats" 2>/dev/null | awk 'NF == 4 {printf "%d,%d,%d", $2, $3 / 1024, $4}')
-	echo "$t,$rss,$anon,$file,$hwm,$thr,$fds,$(($(forks) - forks0)),${gstats:-,,}" >>"$csv"
+	pushvals=
+	if [ "$SOAK_PUSH" = 1 ]; then
+		curl -fsS "http://127.0.0.1:$SOAK_METRICS_PORT/metrics" >"$SOAK_DIR/metrics.txt" 2>/dev/null || true
+		pushvals=,$(metric gprofile_push_queue_bytes),$(metric gprofile_push_sent_total),$(metric gprofile_push_dropped_total),$(metric gprofile_push_errors_total)
+	fi
+	echo "$t,$rss,$anon,$file,$hwm,$thr,$fds,$(($(forks) - forks0)),${gstats:-,,}$pushvals" >>"$csv"
 	[ "$t" -ge "$SOAK_SECONDS" ] && break
 	left=$((SOAK_EVERY - ($(date +%s) - now)))
 	if [ "$left" -gt 0 ]; then sleep "$left"; fi
 done
 
-# Stop the churn, then gprofile (SIGINT writes the profile).
-for p in "${pids[@]:1}"; do kill "$p" 2>/dev/null || true; done
+# Stop the churn, then gprofile (SIGINT writes the profile, or sends
+# the last interval's), then the sink.
+for p in "${pids[@]:1}"; do
+	[ "$p" = "${sink:-}" ] || kill "$p" 2>/dev/null || true
+done
 kill -INT "$gp"
 rc=0
 wait "$gp" || rc=$?
@@ -163,6 +236,13 @@ fail=0
 if [ "$rc" != 0 ]; then
 	echo "soak: FAIL: gprofile exited $rc" >&2
 	fail=1
+elif [ "$SOAK_PUSH" = 1 ]; then
+	kill -TERM "$sink"
+	wait "$sink" || true
+	cat "$SOAK_DIR/sink.out"
+	if ! pushcheck "$SOAK_DIR/gprofile.err" "$SOAK_DIR/sink.out"; then
+		fail=1
+	fi
 elif ! $GO tool pprof -symbolize=none -top "$SOAK_DIR/soak.pb.gz" >"$SOAK_DIR/top.txt" 2>&1; then
 	echo "soak: FAIL: go tool pprof -top cannot read the profile:" >&2
 	head -5 "$SOAK_DIR/top.txt" >&2

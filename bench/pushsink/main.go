@@ -2,7 +2,8 @@
 // and soak runs: it serves internal/push/pushtest's fake Pyroscope
 // (both APIs, decoded and checked as Pyroscope defines them) on -addr
 // and, at SIGINT or SIGTERM, prints one line: requests, profiles
-// decoded, bytes of request bodies, and decode errors.
+// decoded, the samples in them (the sum of their samples/count column),
+// bytes of request bodies, and decode errors.
 //
 //	pushsink -addr 127.0.0.1:4040
 package main
@@ -17,8 +18,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/gprofile/gprofile/internal/push/pushtest"
 )
@@ -55,7 +59,17 @@ func main() {
 		errs = 1
 		fmt.Fprintf(os.Stderr, "pushsink: %v\n", derr)
 	}
-	fmt.Printf("requests=%d profiles=%d body_bytes=%d decode_errors=%d\n", fake.Requests(), len(got), body.Load(), errs)
+	var samples int64
+	for _, r := range got {
+		col := slices.IndexFunc(r.Profile.SampleType, func(t *profile.ValueType) bool { return t.Type == "samples" && t.Unit == "count" })
+		if col < 0 {
+			continue
+		}
+		for _, s := range r.Profile.Sample {
+			samples += s.Value[col]
+		}
+	}
+	fmt.Printf("requests=%d profiles=%d samples=%d body_bytes=%d decode_errors=%d\n", fake.Requests(), len(got), samples, body.Load(), errs)
 	if derr != nil {
 		os.Exit(1)
 	}
