@@ -144,8 +144,12 @@ func statMain(args []string) {
 }
 
 // statSpecs parses -e (perf's default set without it; cpu-clock for
-// task-clock with -a, as perf).
-func statSpecs(o *statOptions) ([]counter.Spec, error) {
+// task-clock with -a, as perf). A probe is counted through the kernel's
+// probe PMUs with -a, else through a tracefs event made for the run
+// (attach.ProbeEvent: children inherit its counter, not a PMU one's);
+// the returned remove deletes those events, after the counters are
+// closed.
+func statSpecs(o *statOptions) (specs []counter.Spec, remove func(), err error) {
 	list := strings.Join(o.events, ",")
 	if list == "" {
 		list = strings.Join(counter.DefaultEvents, ",")
@@ -153,41 +157,58 @@ func statSpecs(o *statOptions) ([]counter.Spec, error) {
 			list = strings.Replace(list, "task-clock", "cpu-clock", 1)
 		}
 	}
-	specs, err := counter.ParseList(list, statEvent)
-	if errors.Is(err, attach.ErrNoKprobes) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, badUsage(err)
-	}
-	for _, sp := range specs {
-		if sp.Event.IsProbeCounter() && !o.all {
-			return nil, badUsage(fmt.Errorf("-e %s: a probe is counted system-wide only: add -a (a command's or process's children cannot inherit a probe counter); to count one command's hits, make a probe event (perf probe -x BIN SYM) and count it: -e probe_BIN:SYM", sp.Name))
+	var made []*attach.ProbeEvent
+	remove = func() {
+		for _, e := range made {
+			if err := e.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "gprofile stat: %v\n", err)
+			}
 		}
 	}
-	return specs, nil
-}
-
-// statEvent is stat's event parser: attach.ParseEvent's events, and
-// probes (kprobe:, uprobe:, usdt: …) counted through the kernel's probe
-// PMUs (attach.ProbeCountEvent).
-func statEvent(name string) (attach.Event, error) {
-	if !attach.IsProbeSpec(name) {
-		return attach.ParseEvent(name)
+	var openErr error // a probe event the kernel refused: not bad usage
+	parse := func(name string) (attach.Event, error) {
+		if !attach.IsProbeSpec(name) {
+			return attach.ParseEvent(name)
+		}
+		p, err := attach.ParseProbe(name, nil)
+		if err != nil {
+			return attach.Event{}, err
+		}
+		if o.all {
+			return attach.ProbeCountEvent(p)
+		}
+		var verbose io.Writer
+		if o.verbose {
+			verbose = os.Stderr
+		}
+		e, err := attach.OpenProbeEvent(p, verbose)
+		if err != nil {
+			if !errors.Is(err, attach.ErrBadProbe) {
+				openErr = err
+			}
+			return attach.Event{}, err
+		}
+		made = append(made, e)
+		return e.Event, nil
 	}
-	p, err := attach.ParseProbe(name, nil)
+	specs, err = counter.ParseList(list, parse)
 	if err != nil {
-		return attach.Event{}, err
+		remove()
+		if openErr != nil || errors.Is(err, attach.ErrNoKprobes) {
+			return nil, nil, err
+		}
+		return nil, nil, badUsage(err)
 	}
-	return attach.ProbeCountEvent(p)
+	return specs, remove, nil
 }
 
 // runStat counts, prints and returns the command's exit status.
 func runStat(o *statOptions) (int, error) {
-	specs, err := statSpecs(o)
+	specs, remove, err := statSpecs(o)
 	if err != nil {
 		return 0, err
 	}
+	defer remove()
 	var out io.Writer = os.Stderr
 	if o.output != "" {
 		f, err := os.Create(o.output)
@@ -271,6 +292,10 @@ func statOnce(o *statOptions, specs []counter.Spec, verbose io.Writer, sigs <-ch
 	start := time.Now()
 	if err := set.Enable(); err != nil {
 		return nil, 0, 0, err
+	}
+	if verbose != nil {
+		// What was opened above counts from here (a script may wait for it).
+		fmt.Fprintln(verbose, "counters enabled")
 	}
 	code, err := statWait(o, sigs)
 	if err != nil {

@@ -28,7 +28,7 @@ func TestStatFlags(t *testing.T) {
 			t.Errorf("parseStatFlags(%q) accepted", bad)
 		}
 	}
-	specs, err := statSpecs(&statOptions{all: true})
+	specs, _, err := statSpecs(&statOptions{all: true})
 	if err != nil || specs[0].Name != "cpu-clock" || len(specs) != 8 {
 		t.Errorf("-a default events: %v %v", specs, err)
 	}

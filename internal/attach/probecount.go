@@ -65,12 +65,6 @@ func ProbeCountEvent(p Probe) (Event, error) {
 	return ev, nil
 }
 
-// IsProbeCounter reports an event of ProbeCountEvent. The kernel cannot
-// pass one to new children (perf_event_attr.inherit): it reads config1's
-// name again in each child, where the address means nothing, and the
-// child's fork fails (EFAULT). Count one system-wide.
-func (e *Event) IsProbeCounter() bool { return e.config1 != nil }
-
 // AttrExt returns what perf_event_attr's config1 and config2 (Ext1,
 // Ext2) hold for e: for a probe counter (ProbeCountEvent), the address of
 // its NUL-terminated path or function name, valid while e (or a copy of

@@ -4,6 +4,8 @@
 //   call N    calls probed() N times from loop()
 //   malloc N  calls malloc N times from loop_malloc()
 //   usdt N    fires the USDT probe gprofile:tick N times
+//   fork N M  calls probed() N times, then forks a child that calls it
+//             M times and fires gprofile:tick M times, and waits for it
 //   timed N   calls probed() N times from loop() and prints the ns a
 //             call took on average: "ns 12.5" (BenchmarkProbeHit)
 //   sem       prints the USDT semaphore ("sem 0", "sem 1") each time it
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -103,6 +106,22 @@ int main(int argc, char **argv)
 		loop_malloc(n);
 	else if (strcmp(argv[1], "usdt") == 0)
 		ticks(n);
+	else if (strcmp(argv[1], "fork") == 0) {
+		int m = argc > 3 ? atoi(argv[3]) : 0;
+		loop(n);
+		fflush(stdout);
+		pid_t child = fork();
+		if (child < 0)
+			return 4;
+		if (child == 0) {
+			loop(m);
+			ticks(m);
+			_exit(0);
+		}
+		int status;
+		if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			return 5;
+	}
 	else
 		return 2;
 	printf("done\n");
