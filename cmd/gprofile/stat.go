@@ -39,6 +39,7 @@ Examples:
   sudo gprofile stat -- make -j2
   sudo gprofile stat -e page-faults,sched:sched_switch -r 5 -- ./app
   sudo gprofile stat -e '{task-clock,context-switches}' -x, -- ./app
+  sudo gprofile stat -e uprobe:./app:parse,usdt:./app:app:request -- ./app
   sudo gprofile stat -a -- sleep 5
 
 Flags:
