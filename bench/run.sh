@@ -72,7 +72,8 @@ skip_cfg() {
 	note "skipping $1: $2"
 	skip="$skip$1=$2;"
 }
-for c in ${BENCH_SKIP//,/ }; do
+skip_list=${BENCH_SKIP:-}
+for c in ${skip_list//,/ }; do
 	skip_cfg "$c" "BENCH_SKIP"
 done
 command -v perf >/dev/null || skip_cfg perf "perf not installed (bench/setup.sh)"
