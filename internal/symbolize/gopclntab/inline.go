@@ -3,9 +3,12 @@ package gopclntab
 import (
 	"bytes"
 	"encoding/binary"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
 
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/srcline"
 )
 
@@ -49,7 +52,8 @@ const (
 
 // InlineLines is the line source of a Go 1.20+ binary that reads
 // .gopclntab directly, inlined frames included. Its slices alias the
-// bytes of .gopclntab (and of the section holding go:func.*); it is
+// bytes of .gopclntab (and of the section holding go:func.*), mapped
+// from the file where it can (elfio.MapSection); it is
 // immutable after NewInlineLines but for its cache of names (one
 // string per function and file name looked up, under mu), so lookups may
 // run concurrently.
@@ -72,6 +76,10 @@ type InlineLines struct {
 
 	mu    sync.Mutex
 	names map[uint64]string // function (off<<1) and file (off<<1|1) names read
+
+	// keep are the mappings the slices above alias (elfio.Mapping),
+	// kept mapped as long as the decoder is reachable.
+	keep []*elfio.Mapping
 }
 
 // goFunc is one runtime._func: its bytes (header, pcdata, funcdata) and
@@ -88,10 +96,12 @@ type goFunc struct {
 // function holds elfAddr, when its line table does not cover elfAddr
 // (the padding between functions), or the table is corrupt there.
 func (g *InlineLines) Lines(elfAddr uint64) (out []srcline.Line) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // a mapped section whose file shrank
 	defer func() {
 		if recover() != nil {
 			out = nil
 		}
+		runtime.KeepAlive(g)
 	}()
 	return g.linesAt(elfAddr)
 }
@@ -263,3 +273,7 @@ func (g *InlineLines) name(file bool, off int64) string {
 	g.mu.Unlock()
 	return s
 }
+
+// Mapped reports whether g reads .gopclntab from a mapping of the file
+// (elfio.MapSection) rather than from a copy in the heap.
+func Mapped(g *InlineLines) bool { return len(g.keep) > 0 }

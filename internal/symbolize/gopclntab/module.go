@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"runtime/debug"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
@@ -53,6 +54,7 @@ const maxModuleScanBytes = 64 << 20
 // them in, as in PIE; other linkers may not). The caller then uses DWARF
 // or gosym. It never panics.
 func NewInlineLines(f *elf.File, lr *elfio.ReaderAt, gt *Table) (g *InlineLines) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // a mapped section whose file shrank
 	defer func() {
 		if recover() != nil {
 			g = nil
@@ -72,9 +74,15 @@ func NewInlineLines(f *elf.File, lr *elfio.ReaderAt, gt *Table) (g *InlineLines)
 		return nil
 	}
 	g.text = md[mdText]
-	g.gofunc = gofuncData(f, lr, md[mdGofunc], sec, data)
+	var gm *elfio.Mapping
+	g.gofunc, gm = gofuncData(f, lr, md[mdGofunc], sec, data)
 	if g.gofunc == nil {
 		return nil
+	}
+	for _, m := range []*elfio.Mapping{gt.Mapped, gm} {
+		if m != nil {
+			g.keep = append(g.keep, m)
+		}
 	}
 	return g
 }
@@ -182,21 +190,24 @@ func (g *InlineLines) checkModuledata(f *elf.File, b []byte, pclnAddr uint64) []
 // gofuncData returns the bytes from the ELF address gofunc to the end of
 // the section that holds it: pcln (the bytes of .gopclntab, section
 // pclnSec) when it lies there, as with the Go 1.26 linker, else that
-// section read whole; nil when no allocated section with contents holds
-// gofunc.
-func gofuncData(f *elf.File, lr *elfio.ReaderAt, gofunc uint64, pclnSec *elf.Section, pcln []byte) []byte {
+// section mapped from the file (with its mapping) or read whole; nil
+// when no allocated section with contents holds gofunc.
+func gofuncData(f *elf.File, lr *elfio.ReaderAt, gofunc uint64, pclnSec *elf.Section, pcln []byte) ([]byte, *elfio.Mapping) {
 	if gofunc >= pclnSec.Addr && gofunc-pclnSec.Addr < uint64(len(pcln)) {
-		return pcln[gofunc-pclnSec.Addr:]
+		return pcln[gofunc-pclnSec.Addr:], nil
 	}
 	for _, s := range f.Sections {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || gofunc < s.Addr || gofunc-s.Addr >= s.Size {
 			continue
 		}
+		if m := elfio.MapSection(lr, s, elfio.MaxPclntabBytes); m != nil {
+			return m.Data[gofunc-s.Addr:], m
+		}
 		data, err := elfio.SectionData(lr, s, elfio.MaxPclntabBytes)
 		if err != nil || gofunc-s.Addr >= uint64(len(data)) {
-			return nil
+			return nil, nil
 		}
-		return data[gofunc-s.Addr:]
+		return data[gofunc-s.Addr:], nil
 	}
-	return nil
+	return nil, nil
 }

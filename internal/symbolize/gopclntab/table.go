@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"debug/gosym"
 	"encoding/binary"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/srcline"
@@ -20,12 +22,17 @@ type Table struct {
 	tab     *gosym.Table
 	rawDone bool
 	rawData []byte
+	// Mapped holds rawData's mapping when .gopclntab is mapped from the
+	// file (elfio.MapSection), nil when it was read into the heap: what
+	// keeps slices of rawData must keep it.
+	Mapped *elfio.Mapping
 }
 
-// raw returns the bytes of .gopclntab, read on first use (at most
-// maxPclntabBytes) and shared by get and the inline decoder
-// (NewInlineLines); nil when the binary has none or it cannot be read.
-// Callers must not modify the slice.
+// raw returns the bytes of .gopclntab, mapped from the file (Mapped) or
+// else read on first use (at most maxPclntabBytes), and shared by get and
+// the inline decoder (NewInlineLines); nil when the binary has none or it
+// cannot be read. Callers must not modify the slice, and read it with
+// debug.SetPanicOnFault (elfio.Mapping).
 func (g *Table) raw() []byte {
 	if g.rawDone {
 		return g.rawData
@@ -34,6 +41,10 @@ func (g *Table) raw() []byte {
 	sec := g.File.Section(".gopclntab")
 	if sec == nil || sec.Type == elf.SHT_NOBITS {
 		return nil
+	}
+	if m := elfio.MapSection(g.Reader, sec, elfio.MaxPclntabBytes); m != nil {
+		g.Mapped, g.rawData = m, m.Data
+		return m.Data
 	}
 	data, err := elfio.SectionData(g.Reader, sec, elfio.MaxPclntabBytes)
 	if err != nil {
@@ -44,12 +55,14 @@ func (g *Table) raw() []byte {
 }
 
 // Get returns the parsed table, or nil when the binary has none or it
-// does not parse (including when debug/gosym panics).
+// does not parse (including when debug/gosym panics or the mapped
+// section faults).
 func (g *Table) Get() *gosym.Table {
 	if g.done {
 		return g.tab
 	}
 	g.done = true
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if recover() != nil {
 			g.tab = nil
@@ -66,14 +79,21 @@ func (g *Table) Get() *gosym.Table {
 // GosymLines reads lines from .gopclntab (gosym's PCToLine). It knows the
 // physical function only: inlining is recorded in .gopclntab, but gosym
 // does not expose it.
-type GosymLines struct{ Tab *gosym.Table }
+// Keep is the mapping Tab's bytes live in (Table.Mapped), nil for heap bytes.
+type GosymLines struct {
+	Tab  *gosym.Table
+	Keep *elfio.Mapping
+}
 
-// Lines returns the one source line of pc, or nil.
+// Lines returns the one source line of pc, or nil (also when the mapped
+// section faults).
 func (g GosymLines) Lines(pc uint64) (out []srcline.Line) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if recover() != nil {
 			out = nil
 		}
+		runtime.KeepAlive(g.Keep)
 	}()
 	file, line, fn := g.Tab.PCToLine(pc)
 	if fn == nil {

@@ -83,6 +83,6 @@ func (b *Binary) readLines(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.File,
 		}
 	}
 	if tab := gt.Get(); tab != nil {
-		b.lines = gopclntab.GosymLines{Tab: tab}
+		b.lines = gopclntab.GosymLines{Tab: tab, Keep: gt.Mapped}
 	}
 }

@@ -1,0 +1,52 @@
+package elfio
+
+import (
+	"debug/elf"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping is a read-only, private mapping (mmap) of a section's bytes
+// from the file, in Data. The pages are the page cache's, counted in RSS
+// only as they are touched and reclaimable under pressure, where a copy
+// would be heap for as long as the binary is cached. The mapping lasts
+// until the Mapping is unreachable (runtime.AddCleanup unmaps it), so
+// whatever slices Data must keep its Mapping. A file truncated below a
+// mapped page makes reading it fault (SIGBUS): readers of Data run with
+// debug.SetPanicOnFault(true) and recover.
+type Mapping struct {
+	Data []byte
+}
+
+// MapSection maps the bytes of s, at most max, when lr reads an *os.File
+// and s is stored whole and uncompressed inside it; nil otherwise (the
+// caller reads the section instead).
+func MapSection(lr *ReaderAt, s *elf.Section, max uint64) *Mapping {
+	f, ok := lr.r.(*os.File)
+	if !ok || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.Size == 0 ||
+		s.Size != s.FileSize || s.Size > max || !lr.InFile(s) || lr.size < 0 {
+		return nil
+	}
+	page := uint64(os.Getpagesize())
+	start := s.Offset &^ (page - 1)
+	length := s.Offset - start + s.Size
+	if length > 1<<40 || start > 1<<62 {
+		return nil
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var mem []byte
+	var merr error
+	if err := sc.Control(func(fd uintptr) {
+		mem, merr = unix.Mmap(int(fd), int64(start), int(length), unix.PROT_READ, unix.MAP_PRIVATE)
+	}); err != nil || merr != nil {
+		return nil
+	}
+	m := &Mapping{Data: mem[s.Offset-start:]}
+	runtime.AddCleanup(m, func(b []byte) { _ = unix.Munmap(b) }, mem)
+	return m
+}
