@@ -10,8 +10,10 @@
 //
 // Tables are built lazily per binary into a compact sorted array (a pc and a
 // 2-byte rule index per row, rules deduplicated), cached by build ID and
-// bounded in bytes. Go binaries without .debug_frame use the SP deltas of
-// .gopclntab. The package reads ELF files and, for the vDSO, this process's
+// bounded in bytes. A Go binary's own functions get their rules from the
+// SP deltas of its .gopclntab (not its .debug_frame, which Go's linker
+// writes from the same deltas), decoded one function at a time as each is
+// first looked up (goFuncs). The package reads ELF files and, for the vDSO, this process's
 // own memory; it needs nothing from the kernel at unwind time and knows
 // nothing of how the registers and the stack were captured.
 //
