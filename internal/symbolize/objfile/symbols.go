@@ -74,8 +74,73 @@ func (b *Binary) readSymbols64(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.F
 		if err != nil {
 			return nil, fmt.Errorf("read .dynsym: %w", err)
 		}
-		return raws, nil
+		return appendPLT64(raws, f, lr), nil
 	})
+}
+
+// pltEntry is the size of an x86-64 PLT entry, bytes.
+const pltEntry = 16
+
+// appendPLT64 appends a symbol "NAME@plt" for each PLT entry of a
+// little-endian ELF64 x86-64 file, as perf names them: entry i of
+// .plt.sec (with IBT), else entry i+1 of .plt (entry 0 is the resolver's
+// stub), calls the function of the i-th R_X86_64_JUMP_SLOT relocation
+// of .rela.plt, named by .dynsym. PLT stubs have no symbol of their own,
+// so without these a sample in one would be an unnamed address. A file
+// without those sections, or with unreadable ones, gets none.
+func appendPLT64(raws []rawSym, f *elf.File, lr *elfio.ReaderAt) []rawSym {
+	const relaEntry = 24 // Elf64_Rela: offset u64, info u64, addend i64
+	rela, plt := f.Section(".rela.plt"), f.Section(".plt.sec")
+	first := uint64(0)
+	if plt == nil {
+		plt, first = f.Section(".plt"), 1
+	}
+	if f.Machine != elf.EM_X86_64 || rela == nil || plt == nil || rela.Type != elf.SHT_RELA || plt.Type == elf.SHT_NOBITS ||
+		int(rela.Link) <= 0 || int(rela.Link) >= len(f.Sections) {
+		return raws
+	}
+	dynsym := f.Sections[rela.Link]
+	if dynsym.Type != elf.SHT_DYNSYM || int(dynsym.Link) <= 0 || int(dynsym.Link) >= len(f.Sections) {
+		return raws
+	}
+	rels, err := elfio.SectionData(lr, rela, maxSymbolBytes)
+	if err != nil {
+		return raws
+	}
+	syms, err := elfio.SectionData(lr, dynsym, maxSymbolBytes)
+	if err != nil {
+		return raws
+	}
+	strs, err := elfio.SectionData(lr, f.Sections[dynsym.Link], maxSymbolBytes)
+	if err != nil {
+		return raws
+	}
+	le := binary.LittleEndian
+	limit := plt.Addr + plt.Size
+	for i := uint64(0); (i+1)*relaEntry <= uint64(len(rels)); i++ {
+		info := le.Uint64(rels[i*relaEntry+8:])
+		addr := plt.Addr + (i+first)*pltEntry
+		if addr+pltEntry > limit {
+			break
+		}
+		sym := info >> 32
+		if elf.R_X86_64(uint32(info)) != elf.R_X86_64_JMP_SLOT || sym == 0 || (sym+1)*24 > uint64(len(syms)) {
+			continue
+		}
+		name := uint64(le.Uint32(syms[sym*24:]))
+		if name == 0 || name >= uint64(len(strs)) {
+			continue
+		}
+		end := bytes.IndexByte(strs[name:], 0)
+		if end <= 0 {
+			continue
+		}
+		raws = append(raws, rawSym{
+			name: string(strs[name:name+uint64(end)]) + "@plt", start: addr, size: pltEntry, limit: limit,
+			bind: elf.STB_LOCAL, typ: elf.STT_FUNC,
+		})
+	}
+	return raws
 }
 
 // finishSymbols completes readSymbols from raws, f's .symtab functions:

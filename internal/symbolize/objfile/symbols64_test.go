@@ -2,14 +2,19 @@ package objfile
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // TestAppendFuncs64MatchesDebugELF reads the function symbols of .symtab
@@ -119,4 +124,62 @@ func BenchmarkReadSymbols(b *testing.B) {
 			bin.appendFuncs(nil, f, syms)
 		}
 	})
+}
+
+// TestPLTMatchesObjdump names the PLT entries of real binaries
+// (appendPLT64) and requires what objdump -d prints for them ("ADDR
+// <NAME@plt>:"): ls as Debian ships it, and testdata/calls.c (four libc
+// functions through the PLT) built as PIE, not, and with an IBT PLT (the
+// entries called are in .plt.sec). Every entry objdump names must come
+// out, at its address.
+func TestPLTMatchesObjdump(t *testing.T) {
+	objdump := testutil.RequireTool(t, "objdump", "binutils: the oracle of the PLT names")
+	gcc := symtest.LookPath(t, "gcc", "builds testdata/calls.c")
+	paths := []string{"/usr/bin/ls"}
+	for _, flags := range [][]string{{"-pie", "-fPIE"}, {"-no-pie", "-fno-PIE"}, {"-fcf-protection=full", "-Wl,-z,ibtplt"}} {
+		out := filepath.Join(t.TempDir(), "calls")
+		args := append([]string{"-O2", "-o", out, symtest.Testdata("calls.c")}, flags...)
+		if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, b)
+		}
+		paths = append(paths, out)
+	}
+	rx := regexp.MustCompile(`(?m)^([0-9a-f]+) <([^>@]+)@plt>:$`)
+	for i, path := range paths {
+		t.Run(fmt.Sprint(i, filepath.Base(path)), func(t *testing.T) {
+			out, err := exec.Command(objdump, "-d", "-j", ".plt", "-j", ".plt.sec", path).Output()
+			if err != nil {
+				t.Fatalf("objdump: %v", err)
+			}
+			want := map[uint64]string{}
+			for _, m := range rx.FindAllStringSubmatch(string(out), -1) {
+				addr, _ := strconv.ParseUint(m[1], 16, 64)
+				want[addr] = m[2] + "@plt"
+			}
+			if len(want) < 3 {
+				t.Fatalf("objdump names %d PLT entries of %s", len(want), path)
+			}
+			file, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer file.Close()
+			f, lr, err := elfio.OpenELF(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[uint64]string{}
+			for _, r := range appendPLT64(nil, f, lr) {
+				got[r.start] = r.name
+			}
+			for addr, name := range want {
+				if got[addr] != name {
+					t.Errorf("%#x: %q, objdump says %q", addr, got[addr], name)
+				}
+			}
+			if i == len(paths)-1 && f.Section(".plt.sec") == nil {
+				t.Errorf("-z ibtplt made no .plt.sec")
+			}
+		})
+	}
 }
