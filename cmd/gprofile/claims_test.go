@@ -161,7 +161,15 @@ func idleTime(t *testing.T) time.Duration {
 // counted meanwhile.
 func TestIdleTask(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	for _, idle := range []bool{false, true} {
+	// The --idle run needs idle CPUs to count: while other work (CI runs
+	// test packages side by side) leaves too little, it tries again, up
+	// to idleAttempts runs in all.
+	const idleAttempts = 4
+	tries := 0
+	for _, idle := range []bool{false, true, true, true, true} {
+		if idle {
+			tries++
+		}
 		// Folded with --per-pid: the idle task's lines start "swapper/N-0".
 		args := []string{"-d", "1.5", "-f", "99", "-E", "--per-pid"}
 		if idle {
@@ -186,15 +194,20 @@ func TestIdleTask(t *testing.T) {
 		switch {
 		case !idle && n != 0:
 			t.Errorf("%d samples of the idle task (pid 0) without --idle", n)
-		case idle && expected < 100:
+		case idle && expected < 100 && tries < idleAttempts:
 			// A quiet 2-CPU machine gives about 290; a busy one leaves its
 			// CPUs idle in short slices that cpu-clock barely samples.
-			testutil.Skipf(t, "the machine was busy (%.0f idle samples expected, want 100); the test needs a quiet machine", expected)
+			continue
+		case idle && expected < 100:
+			testutil.Skipf(t, "the machine was busy in %d runs (%.0f idle samples expected in the last, want 100); the test needs a quiet machine", tries, expected)
 		case idle && float64(n) < 0.25*expected:
 			// cpu-clock samples an idle CPU less often than its idle time
 			// says (about half as often on the 2-CPU VM this was written
 			// on, where idle CPUs sit in HLT): a quarter is the bound.
 			t.Errorf("--idle: %d samples of the idle task, want at least a quarter of the %.0f the idle time gives", n, expected)
+		}
+		if idle {
+			return // checked
 		}
 	}
 }
