@@ -110,14 +110,7 @@ func BenchmarkGoTable(b *testing.B) {
 		b.Skipf("the Go toolchain's compile: %v", err)
 	}
 	defer f.Close()
-	pcln, err := sectionData(f.Section(".gopclntab"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := parseGoPclntab(pcln, goTextAddr(f))
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := readGoPclntab(b, f)
 	var pcs []uint64
 	for i := 0; i < g.nfunc && len(pcs) < 300; i += g.nfunc / 300 {
 		if start, end, _, ok := g.funcSP(i); ok {
@@ -133,16 +126,10 @@ func BenchmarkGoTable(b *testing.B) {
 		b.ReportAllocs()
 		var tab *Table
 		for b.Loop() {
-			data, err := sectionData(f.Section(".gopclntab"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := parseGoPclntab(data, goTextAddr(f))
-			if err != nil {
-				b.Fatal(err)
-			}
+			g := readGoPclntab(b, f)
 			tb := newTableBuilder()
 			tb.addGoPclntab(g, 0)
+			var err error
 			if tab, err = tb.finish(); err != nil {
 				b.Fatal(err)
 			}

@@ -191,27 +191,40 @@ func goTopFuncs(f *elf.File) map[uint64]bool {
 }
 
 // scanTopFuncs finds goTopNames in a little-endian ELF64 symbol table and
-// its string table, reading the 24-byte entries in place: f.Symbols()
-// made a string and a Symbol of every one of a Go binary's tens of
-// thousands of symbols to find four.
+// its string table, reading the entries in place (forSymbols64):
+// f.Symbols() made a string and a Symbol of every one of a Go binary's
+// tens of thousands of symbols to find four.
 func scanTopFuncs(syms, strs []byte) map[uint64]bool {
-	const entry = 24 // Elf64_Sym: name u32, info, other, shndx u16, value u64, size u64
 	top := map[uint64]bool{}
+	forSymbols64(syms, strs, 'r', func(name []byte, value uint64) bool { // every goTopNames entry starts with "runtime."
+		if goTopNames[string(name)] { // no allocation: map lookup of a converted []byte
+			top[value] = true
+		}
+		return true
+	})
+	return top
+}
+
+// forSymbols64 calls fn with the name and value of every symbol of a
+// little-endian ELF64 symbol table (24-byte Elf64_Sym entries) whose
+// value is not 0 and whose NUL-terminated name in strs starts with
+// first, reading both tables in place, until fn returns false.
+func forSymbols64(syms, strs []byte, first byte, fn func(name []byte, value uint64) bool) {
+	const entry = 24 // Elf64_Sym: name u32, info, other, shndx u16, value u64, size u64
 	for off := entry; off+entry <= len(syms); off += entry {
 		name := binary.LittleEndian.Uint32(syms[off:])
 		value := binary.LittleEndian.Uint64(syms[off+8:])
-		if value == 0 || int64(name) >= int64(len(strs)) || strs[name] != 'r' {
-			continue // every goTopNames entry starts with "runtime."
+		if value == 0 || int64(name) >= int64(len(strs)) || strs[name] != first {
+			continue
 		}
 		end := bytes.IndexByte(strs[name:], 0)
 		if end < 0 {
 			continue
 		}
-		if goTopNames[string(strs[name:int(name)+end])] { // no allocation: map lookup of a converted []byte
-			top[value] = true
+		if !fn(strs[name:int(name)+end], value) {
+			return
 		}
 	}
-	return top
 }
 
 // debugDirs are where separate debug files are looked up by build ID
@@ -230,12 +243,16 @@ func loadTable(path, root string) (*Table, error) {
 	// A Go binary's table reads .gopclntab through its own open file, for
 	// as long as the table lives (os.File closes it once unreachable).
 	var pcln io.ReaderAt
+	var of *os.File
 	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
-		if of, err := os.Open(path); err == nil {
+		if of, err = os.Open(path); err == nil {
 			pcln = io.NewSectionReader(of, int64(s.Offset), int64(s.Size))
 		}
 	}
 	t, err := newTable(f, pcln)
+	if of != nil && (err != nil || t.gofn == nil) {
+		of.Close() // not a Go 1.18+ table: nothing reads it
+	}
 	if err != nil || t.HasCFI() {
 		return t, err
 	}

@@ -11,10 +11,10 @@ import (
 // goFuncs answers rule lookups for a Go binary's functions from its
 // .gopclntab, one function at a time: it holds the function table (8
 // bytes a function) and reads a function's _func record, pcsp table and
-// name through src only when a pc inside it is first looked up. A whole
-// table of every function (addGoPclntab in the tests) cost a Go
-// toolchain binary's every first sample hundreds of milliseconds and
-// megabytes (BenchmarkGoTable); a profile touches a few hundred functions.
+// name through src only when a pc inside it is first looked up, where a
+// table of every function (addGoPclntab in the tests) was built before a
+// binary's first sample: a profile touches a few hundred of a Go
+// toolchain binary's tens of thousands (BenchmarkGoTable compares both).
 type goFuncs struct {
 	src       io.ReaderAt // the .gopclntab section
 	size      int64       // its bytes
@@ -213,9 +213,8 @@ func (r *goReader) byte() (byte, bool) {
 		if n <= 0 {
 			return 0, false
 		}
-		m, err := r.src.ReadAt(r.chunk[:n], r.off)
+		m, _ := r.src.ReadAt(r.chunk[:n], r.off) // a short read ends the table; so does any error
 		if m == 0 {
-			_ = err
 			return 0, false
 		}
 		r.off += int64(m)

@@ -58,17 +58,16 @@ func symbolValue(f *elf.File, name string) (uint64, bool) {
 }
 
 // scanSymbol finds name in a little-endian ELF64 symbol table and its
-// string table, reading the 24-byte entries in place.
-func scanSymbol(syms, strs []byte, name string) (uint64, bool) {
-	const entry = 24 // Elf64_Sym: name u32, info, other, shndx u16, value u64, size u64
-	for off := entry; off+entry <= len(syms); off += entry {
-		n := int64(binary.LittleEndian.Uint32(syms[off:]))
-		if n+int64(len(name)) >= int64(len(strs)) || strs[n] != name[0] || strs[n+int64(len(name))] != 0 {
-			continue
-		}
-		if string(strs[n:n+int64(len(name))]) == name {
-			return binary.LittleEndian.Uint64(syms[off+8:]), true
-		}
+// string table, reading them in place (forSymbols64).
+func scanSymbol(syms, strs []byte, name string) (value uint64, ok bool) {
+	if name == "" {
+		return 0, false
 	}
-	return 0, false
+	forSymbols64(syms, strs, name[0], func(n []byte, v uint64) bool {
+		if string(n) == name {
+			value, ok = v, true
+		}
+		return !ok
+	})
+	return value, ok
 }

@@ -1,8 +1,10 @@
 package unwind
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"testing"
 )
 
 // The whole-table reader of .gopclntab that NewTable used before goFuncs:
@@ -127,4 +129,19 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 		}
 		b.spans = append(b.spans, fdeSpan{start: start, end: end, rank: rank, lo: lo, hi: len(b.rows)})
 	}
+}
+
+// readGoPclntab reads and parses the .gopclntab of f with the whole-table
+// reader, failing tb when it cannot.
+func readGoPclntab(tb testing.TB, f *elf.File) *goPclntab {
+	tb.Helper()
+	pcln, err := sectionData(f.Section(".gopclntab"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := parseGoPclntab(pcln, goTextAddr(f))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
 }

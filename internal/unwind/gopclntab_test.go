@@ -18,14 +18,7 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	pcln, err := sectionData(f.Section(".gopclntab"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := parseGoPclntab(pcln, goTextAddr(f))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := readGoPclntab(t, f)
 	b := newTableBuilder()
 	b.addGoPclntab(g, 0)
 	fromPcln, err := b.finish()
@@ -204,11 +197,7 @@ func TestGoStrippedTopFrames(t *testing.T) {
 	if got, want := goTextAddr(f), goTextAddr(wf); got != want {
 		t.Errorf("text start %#x in the stripped binary, runtime.text %#x in the unstripped one", got, want)
 	}
-	pcln, _ := sectionData(f.Section(".gopclntab"))
-	g, err := parseGoPclntab(pcln, goTextAddr(f))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := readGoPclntab(t, f)
 	found := 0
 	for i := range g.nfunc {
 		name := g.funcName(i)

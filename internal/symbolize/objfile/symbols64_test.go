@@ -32,15 +32,7 @@ func TestAppendFuncs64MatchesDebugELF(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			file, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer file.Close()
-			f, lr, err := elfio.OpenELF(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, lr := openELF(t, path)
 			b := &Binary{}
 			for _, p := range f.Progs {
 				if p.Type == elf.PT_LOAD {
@@ -96,15 +88,7 @@ func BenchmarkReadSymbols(b *testing.B) {
 	if err != nil {
 		b.Skipf("go env GOTOOLDIR: %v", err)
 	}
-	file, err := os.Open(filepath.Join(strings.TrimSpace(string(out)), "compile"))
-	if err != nil {
-		b.Skipf("compile: %v", err)
-	}
-	defer file.Close()
-	f, lr, err := elfio.OpenELF(file)
-	if err != nil {
-		b.Fatal(err)
-	}
+	f, lr := openELF(b, filepath.Join(strings.TrimSpace(string(out)), "compile"))
 	bin := &Binary{}
 	b.Run("in-place", func(b *testing.B) {
 		b.ReportAllocs()
@@ -159,15 +143,7 @@ func TestPLTMatchesObjdump(t *testing.T) {
 			if len(want) < 3 {
 				t.Fatalf("objdump names %d PLT entries of %s", len(want), path)
 			}
-			file, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer file.Close()
-			f, lr, err := elfio.OpenELF(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, lr := openELF(t, path)
 			got := map[uint64]string{}
 			for _, r := range appendPLT64(nil, f, lr) {
 				got[r.start] = r.name
@@ -182,4 +158,19 @@ func TestPLTMatchesObjdump(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openELF opens the ELF file at path as Load does, closing it when tb ends.
+func openELF(tb testing.TB, path string) (*elf.File, *elfio.ReaderAt) {
+	tb.Helper()
+	file, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { file.Close() })
+	f, lr, err := elfio.OpenELF(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f, lr
 }
