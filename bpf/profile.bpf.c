@@ -43,6 +43,8 @@
 #define FLAG_WINDOW_FAULT 32 // the stack copy ended at a page it could not read
 #define FLAG_WINDOW_MAX 64   // the stack copy stopped at max_window
 #define FLAG_NO_VMA 128      // bound_by_vma: bpf_find_vma found no VMA for sp (or its lock was busy)
+// 256, 512, 1024: off-CPU records (bpf/offcpu.bpf.c)
+#define FLAG_FORK 2048       // not a sample: process tgid was forked by process probe (no stacks)
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -540,28 +542,11 @@ struct task_newtask_args {
 _Static_assert(__builtin_offsetof(struct task_newtask_args, pid) == 8, "task_newtask pid");
 _Static_assert(__builtin_offsetof(struct task_newtask_args, clone_flags) == 32, "task_newtask clone_flags");
 
-// follow_fork runs in the parent (current) of every new task: a new
-// process forked by a target becomes a target.
-SEC("tracepoint/task/task_newtask")
-int follow_fork(struct task_newtask_args *ctx)
-{
-	if (!follow_forks)
-		return 0;
-	if (ctx->clone_flags & CLONE_THREAD)
-		return 0; // a new thread: covered by its tgid already
-	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
-	if (!is_target(ptgid))
-		return 0;
-	__u32 ctgid = ctx->pid;
-	__u8 on = TARGET_ON;
-	bpf_map_update_elem(&targets, &ctgid, &on, BPF_ANY);
-	count(COUNTER_FORKS);
-	return 0;
-}
-
-// send_event sends a stackless record (FLAG_EXIT, FLAG_EXEC) about the
-// current task's process: the header only, built on the BPF stack.
-static __always_inline void send_event(__u32 tgid, __u32 flag, __u64 wakeup)
+// send_event sends a stackless record (FLAG_EXIT, FLAG_EXEC, FLAG_FORK)
+// about process tgid: the header only, built on the BPF stack, with aux in
+// its probe field (FLAG_FORK: the parent's tgid) and the current task's
+// comm.
+static __always_inline void send_event(__u32 tgid, __u32 flag, __u32 aux, __u64 wakeup)
 {
 	struct sample *s;
 	__u8 buf[HEADER_LEN] = {};
@@ -571,8 +556,33 @@ static __always_inline void send_event(__u32 tgid, __u32 flag, __u64 wakeup)
 	s->tid = tgid;
 	s->cpu = bpf_get_smp_processor_id();
 	s->flags = flag;
+	s->probe = aux;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	bpf_ringbuf_output(&events, buf, sizeof(buf), wakeup);
+}
+
+// follow_fork runs in the parent (current) of every new task: a new
+// process forked by a target becomes a target, and with report_exits
+// the reader is told of the new process and its parent (FLAG_FORK), so
+// that a child that exits before its maps are read is named through the
+// mappings it shares with its parent (as perf's PERF_RECORD_FORK). No
+// wake-up: the record only has to come before the child's samples.
+SEC("tracepoint/task/task_newtask")
+int follow_fork(struct task_newtask_args *ctx)
+{
+	if (ctx->clone_flags & CLONE_THREAD)
+		return 0; // a new thread: covered by its tgid already
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 ptgid = id >> 32;
+	__u32 ctgid = ctx->pid;
+	if (follow_forks && is_target(ptgid)) {
+		__u8 on = TARGET_ON;
+		bpf_map_update_elem(&targets, &ctgid, &on, BPF_ANY);
+		count(COUNTER_FORKS);
+	}
+	if (report_exits && keep(ptgid, (__u32)id))
+		send_event(ctgid, FLAG_FORK, ptgid, BPF_RB_NO_WAKEUP);
+	return 0;
 }
 
 // start_at_exec turns a target waiting for its exec on, once the new
@@ -590,7 +600,7 @@ int start_at_exec(void *ctx)
 	if (v && *v == TARGET_AT_EXEC)
 		*v = TARGET_ON;
 	if (report_exits && keep(tgid, tgid))
-		send_event(tgid, FLAG_EXEC, BPF_RB_FORCE_WAKEUP);
+		send_event(tgid, FLAG_EXEC, 0, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -607,7 +617,7 @@ int report_exit(void *ctx)
 		return 0;
 	if (!keep(tgid, tgid))
 		return 0;
-	send_event(tgid, FLAG_EXIT, BPF_RB_NO_WAKEUP);
+	send_event(tgid, FLAG_EXIT, 0, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

@@ -311,7 +311,9 @@ func TestOffCPUSleepSpans(t *testing.T) {
 // TestOffCPUPidReuse: a process forks children that sleep 2 ms and exit
 // as fast as it can, so pids come back: no process is off CPU longer
 // than the recording (a stale start time under a reused pid would make a
-// huge block), and the children's sleeps are there.
+// huge block), and the children's sleeps are there, named: most children
+// exit before the reader sees them, and are named through their parent's
+// mappings (fork records).
 func TestOffCPUPidReuse(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	gp := buildGprofile(t)
@@ -328,8 +330,10 @@ func TestOffCPUPidReuse(t *testing.T) {
 		}
 	}
 	t.Logf("%d processes, children's sleeps %d ns, recording %d ns", len(byPID), children, p.DurationNanos)
-	if len(byPID) < 20 || children < int64(20*time.Millisecond) {
-		t.Errorf("%d processes, %d ns in churn_child: want many children's 2 ms sleeps\n%s", len(byPID), children, stderr)
+	// Each child sleeps at least 2 ms: half of that per child is a bar
+	// that unnamed children (process-gone) miss by far.
+	if len(byPID) < 20 || children < int64(len(byPID)-1)*int64(time.Millisecond) {
+		t.Errorf("%d processes, %d ns in churn_child: want most children's 2 ms sleeps named\n%s", len(byPID), children, stderr)
 	}
 	for pid, v := range byPID {
 		if v > p.DurationNanos*21/20 {

@@ -17,8 +17,11 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	followMapCounters       = "counters"
+	followMapEvents         = "events"
 	followMapTargets        = "targets"
 	followProgFollowForkRaw = "follow_fork_raw"
+	followVarFollowForks    = "follow_forks"
+	followVarReportForks    = "report_forks"
 )
 
 // loadFollow returns the embedded CollectionSpec for follow.
@@ -71,6 +74,7 @@ type followProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type followMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
 	Targets  *ebpf.MapSpec `ebpf:"targets"`
 }
 
@@ -78,6 +82,8 @@ type followMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type followVariableSpecs struct {
+	FollowForks *ebpf.VariableSpec `ebpf:"follow_forks"`
+	ReportForks *ebpf.VariableSpec `ebpf:"report_forks"`
 }
 
 // followObjects contains all objects after they have been loaded into the kernel.
@@ -101,12 +107,14 @@ func (o *followObjects) Close() error {
 // It can be passed to loadFollowObjects or ebpf.CollectionSpec.LoadAndAssign.
 type followMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
+	Events   *ebpf.Map `ebpf:"events"`
 	Targets  *ebpf.Map `ebpf:"targets"`
 }
 
 func (m *followMaps) Close() error {
 	return _FollowClose(
 		m.Counters,
+		m.Events,
 		m.Targets,
 	)
 }
@@ -115,6 +123,8 @@ func (m *followMaps) Close() error {
 //
 // It can be passed to loadFollowObjects or ebpf.CollectionSpec.LoadAndAssign.
 type followVariables struct {
+	FollowForks *ebpf.Variable `ebpf:"follow_forks"`
+	ReportForks *ebpf.Variable `ebpf:"report_forks"`
 }
 
 // followPrograms contains all programs after they have been loaded into the kernel.

@@ -32,6 +32,11 @@ const (
 	// FlagNoVMA says, with Config.StackBoundByVMA, that bpf_find_vma did
 	// not bound the copy (no VMA held sp, or the mm lock was busy).
 	FlagNoVMA = 1 << 7
+	// FlagProcessFork marks a record that is not a sample: process PID
+	// was forked by process ParentPID at TimeNs (Config.ReportExits), and
+	// so starts with its parent's mappings. No stacks. (1 << 8 to 1 << 10
+	// are the off-CPU flags.)
+	FlagProcessFork = 1 << 11
 )
 
 // MaxStackWindow is the most bytes of user stack the BPF program can copy
@@ -57,7 +62,7 @@ const (
 	offULen     = 44
 	offComm     = 48
 	offWinLen   = 64
-	offProbe    = 68 // probe samples: the probe's index; off-CPU records (FlagOffCPU): state | blocks << 8
+	offProbe    = 68 // probe samples: the probe's index; off-CPU records (FlagOffCPU): state | blocks << 8; FlagProcessFork: the parent's tgid
 	offRegs     = 72
 	offData     = 208 // the stack window, then the IPs
 	commLen     = 16
@@ -91,6 +96,9 @@ type Sample struct {
 	// Probe is, for a sample taken on a probe (Config.Probes), the index
 	// of that probe in Config.Probes; 0 for an event's samples.
 	Probe uint32
+	// ParentPID is, with FlagProcessFork, the process that forked PID;
+	// 0 for other records.
+	ParentPID uint32
 	// Comm is the thread's name (task->comm, at most 15 bytes).
 	Comm []byte
 	// KernelIPs holds kernel instruction pointers, UserIPs user ones
@@ -139,10 +147,12 @@ func DecodeRecord(raw []byte, s *Sample) error {
 	s.TID = ne.Uint32(raw[offTid:])
 	s.CPU = ne.Uint32(raw[offCPU:])
 	s.Flags = ne.Uint32(raw[offFlags:])
-	s.Probe, s.OffCPUState, s.OffCPUBlocks = ne.Uint32(raw[offProbe:]), 0, 0
-	if s.Flags&FlagOffCPU != 0 {
-		aux := s.Probe
+	s.Probe, s.ParentPID, s.OffCPUState, s.OffCPUBlocks = ne.Uint32(raw[offProbe:]), 0, 0, 0
+	switch aux := s.Probe; {
+	case s.Flags&FlagOffCPU != 0:
 		s.Probe, s.OffCPUState, s.OffCPUBlocks = 0, byte(aux), aux>>8
+	case s.Flags&FlagProcessFork != 0:
+		s.Probe, s.ParentPID = 0, aux
 	}
 	comm := raw[offComm : offComm+commLen]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {

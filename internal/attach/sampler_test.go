@@ -153,9 +153,9 @@ func TestOpenBadRingSize(t *testing.T) {
 	}
 }
 
-// TestSamplerReportsExits: with ReportExits, a process that execs and ends
-// yields a FlagProcessExec and a FlagProcessExit record with its pid and
-// no stacks.
+// TestSamplerReportsExits: with ReportExits, a process that is forked,
+// execs and ends yields a FlagProcessFork record naming its parent, a
+// FlagProcessExec and a FlagProcessExit record with its pid and no stacks.
 func TestSamplerReportsExits(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, ReportExits: true})
@@ -174,7 +174,11 @@ func TestSamplerReportsExits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	found, exec := false, false
+	var parents []uint32 // of pid, from fork records
 	err = s.Run(ctx, func(smp *Sample) {
+		if smp.Flags&FlagProcessFork != 0 && smp.PID == pid {
+			parents = append(parents, smp.ParentPID)
+		}
 		if smp.Flags&FlagProcessExec != 0 && smp.PID == pid {
 			exec = true
 		}
@@ -190,6 +194,9 @@ func TestSamplerReportsExits(t *testing.T) {
 	}
 	if !found || !exec {
 		t.Errorf("pid %d: exit record %v, exec record %v; want both", pid, found, exec)
+	}
+	if me := uint32(os.Getpid()); !slices.Equal(parents, []uint32{me}) {
+		t.Errorf("pid %d: fork records naming parents %v, want one naming this process (%d)", pid, parents, me)
 	}
 }
 
@@ -286,9 +293,15 @@ func checkFollowsForks(t *testing.T, verbose *bytes.Buffer) {
 	defer cancel()
 	samples := map[uint32]int{} // by pid
 	exits, execs := map[uint32]int{}, map[uint32]int{}
+	forks := map[uint32][]uint32{} // parents by child
 	threadSamples := 0
 	err = s.Run(ctx, func(smp *Sample) {
 		switch {
+		case smp.Flags&FlagProcessFork != 0:
+			forks[smp.PID] = append(forks[smp.PID], smp.ParentPID)
+			if samples[smp.PID] > 0 {
+				t.Errorf("fork record of %d after %d of its samples", smp.PID, samples[smp.PID])
+			}
 		case smp.Flags&FlagProcessExit != 0:
 			exits[smp.PID]++
 			if smp.PID == parent {
@@ -330,6 +343,9 @@ func checkFollowsForks(t *testing.T, verbose *bytes.Buffer) {
 	}
 	if execs[child] != 1 || exits[child] != 1 || exits[parent] != 1 || len(exits) != 2 {
 		t.Errorf("exec records %v, exit records %v; want one exec of the child, one exit each of it and the parent", execs, exits)
+	}
+	if len(forks) != 1 || !slices.Equal(forks[child], []uint32{parent}) {
+		t.Errorf("fork records (parents by child) %v, want one: %d forked by %d (the thread is no fork)", forks, child, parent)
 	}
 }
 

@@ -40,13 +40,15 @@ func MountedTracefs() bool { return mountedTracefs.Load() }
 // (the error says why), or fs.ErrPermission when it may not be read.
 func TracefsEvents() (string, error) { return hostEvents.eventsDir() }
 
-// followForksRaw follows the processes targets fork with a raw tracepoint
-// on task_newtask (bpf/follow.bpf.c), for when the classic tracepoint
-// cannot be used: tracefs, which gives its id and record layout, is not
-// there (why says what failed). The program reads the child's tgid with a
-// CO-RE relocation, so loading it decodes kernel BTF
-// (/sys/kernel/btf/vmlinux); it shares the sampler's targets and counters
-// maps.
+// followForksRaw follows the processes targets fork, and reports new
+// processes (ReportExits), with a raw tracepoint on task_newtask
+// (bpf/follow.bpf.c), for when the classic tracepoint cannot be used:
+// tracefs, which gives its id and record layout, is not there (why says
+// what failed). The program reads the child's tgid with a CO-RE
+// relocation, so loading it decodes kernel BTF (/sys/kernel/btf/vmlinux);
+// it shares the sampler's targets, counters and events maps. Unlike the
+// classic program it applies no cgroup or thread filter to the fork
+// records: they are hints the reader keeps in a bounded table.
 func (s *Sampler) followForksRaw(why error) error {
 	spec, err := loadFollow()
 	if err != nil {
@@ -54,15 +56,27 @@ func (s *Sampler) followForksRaw(why error) error {
 	}
 	// The map specs must match the maps they are replaced by, whatever
 	// size the sampler gave them.
-	for name, m := range map[string]*ebpf.Map{"targets": s.objs.Targets, "counters": s.objs.Counters} {
+	shared := map[string]*ebpf.Map{"targets": s.objs.Targets, "counters": s.objs.Counters, "events": s.objs.Events}
+	for name, m := range shared {
 		spec.Maps[name].MaxEntries = m.MaxEntries()
+	}
+	var vars struct {
+		FollowForks *ebpf.VariableSpec `ebpf:"follow_forks"`
+		ReportForks *ebpf.VariableSpec `ebpf:"report_forks"`
+	}
+	if err := spec.Assign(&vars); err != nil {
+		return fmt.Errorf("BPF object and its bindings differ (make generate): %w", err)
+	}
+	if err := vars.FollowForks.Set(boolByte(s.cfg.PIDs != nil)); err != nil {
+		return err
+	}
+	if err := vars.ReportForks.Set(boolByte(s.cfg.ReportExits)); err != nil {
+		return err
 	}
 	var progs struct {
 		FollowForkRaw *ebpf.Program `ebpf:"follow_fork_raw"`
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		"targets": s.objs.Targets, "counters": s.objs.Counters,
-	}}
+	opts := &ebpf.CollectionOptions{MapReplacements: shared}
 	if err := spec.LoadAndAssign(&progs, opts); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) && s.cfg.Verbose != nil {

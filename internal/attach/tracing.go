@@ -14,8 +14,8 @@ import (
 // attachTracing loads and attaches the tracepoint programs: with target
 // pids, task_newtask adds the processes targets fork to the map and
 // sched_process_exec turns on a target waiting for its exec; with
-// ReportExits, sched_process_exec and sched_process_exit report execs and
-// ended processes. They are raw tracepoint programs (exec, exit: they
+// ReportExits, task_newtask, sched_process_exec and sched_process_exit
+// report new processes (with their parent), execs and ended processes. They are raw tracepoint programs (exec, exit: they
 // read only the current task) and a classic one (task_newtask, whose
 // record gives the child's pid): neither loading nor attaching them needs
 // kernel BTF. When task_newtask's id or record layout cannot be read from
@@ -62,16 +62,17 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 			s.logf("gprofile: execs of processes are not reported (%v)\n", err)
 		}
 	}
-	if s.cfg.PIDs == nil {
-		return nil
-	}
 	err := checkTracepointFormat(tp("follow_fork"), newtaskFields)
 	if err == nil {
 		err = s.attachTracepoint(progs.FollowFork, tp("follow_fork"))
 	}
 	if err != nil {
 		if rawErr := s.followForksRaw(err); rawErr != nil {
-			s.logf("gprofile: processes forked by the targets are not followed (%v; %v)\n", err, rawErr)
+			what := "processes forked by the targets are not followed"
+			if s.cfg.PIDs == nil {
+				what = "forks are not reported (a forked process that exits before its first sample is read has no names)"
+			}
+			s.logf("gprofile: %s (%v; %v)\n", what, err, rawErr)
 		}
 	}
 	return nil

@@ -113,7 +113,7 @@ type exited struct {
 // its own path. The sampler sends CPU samples (the stacks of the
 // sampling event), off-CPU blocks (attach.FlagOffCPU: the same stacks
 // and path, a marker frame and their own columns) and process exits;
-// exec records stay with the reader (pipeline). Other kinds of samples
+// exec and fork records stay with the reader (pipeline). Other kinds of samples
 // (probe hits) get their case here, and their own weight and aggregate.
 func (c *collector) add(s *attach.Sample) {
 	switch {

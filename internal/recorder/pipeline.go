@@ -68,6 +68,10 @@ func (r *Recorder) collect(ctx context.Context) error {
 	deferred := false // the sample's unwind waits for the worker
 	err := r.src.RunIdle(ctx, func(smp *attach.Sample) {
 		swap()
+		if smp.Flags&attach.FlagProcessFork != 0 {
+			sym.ObserveFork(smp.PID, smp.ParentPID)
+			return
+		}
 		if smp.Flags&attach.FlagProcessExec != 0 {
 			settled.clear()
 			us.forget(smp.PID)

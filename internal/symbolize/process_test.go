@@ -411,3 +411,43 @@ func TestSettleReadsMaps(t *testing.T) {
 	st := s.Stack(pid, nil, []uint64{0x7f0000000000 + plain.Value})
 	checkFrames(t, st.Frames, []wantFrame{{"plain", ReasonNone, lib}})
 }
+
+// TestObserveFork: a process reported forked (ObserveFork) that exited
+// before it was first seen is named through its parent's mappings (the
+// parent read then, on first sight); one that exec'd is not (its parent's
+// mappings are not its program's), nor is one with no fork record; a
+// child seen alive has its own maps read.
+func TestObserveFork(t *testing.T) {
+	bin := symtest.BuildProg(t, true)
+	other := symtest.BuildInline(t)
+	const base = 0x555555554000
+	const parent, gone, execd, unknown, alive = 80, 81, 82, 83, 84
+	fp := newFakeProc(t)
+	fp.setMaps(parent, textMapping(t, bin, base))
+	fp.setMaps(alive, textMapping(t, other, base))
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	s.procs.settle = nil // no unasked reads on real timers
+	for _, pid := range []uint32{gone, execd, alive} {
+		s.ObserveFork(pid, parent)
+	}
+	s.ObserveExec(execd) // exec'd, and gone by now
+	leaf := symtest.ElfSymbol(t, bin, "leaf")
+	middle := symtest.ElfSymbol(t, bin, "middle")
+	ips := []uint64{base + leaf.Value, base + middle.Value + 4}
+	checkFrames(t, s.Stack(gone, nil, ips).Frames, []wantFrame{{"leaf", ReasonNone, bin}, {"middle", ReasonNone, bin}})
+	for _, pid := range []uint32{execd, unknown} {
+		st := s.Stack(pid, nil, ips)
+		checkFrames(t, st.Frames, []wantFrame{{"", ReasonProcessGone, "-"}, {"", ReasonProcessGone, "-"}})
+	}
+	// The parent maps bin, the live child its own program: its own maps count.
+	st := s.Stack(alive, nil, ips[:1])
+	if len(st.Frames) == 0 || st.Frames[0].Mapping == nil || st.Frames[0].Mapping.Path != other {
+		t.Errorf("live child's frame %+v: want it named from its own maps, not its parent's", st.Frames)
+	}
+	if n := len(s.procs.parents); n != 0 {
+		t.Errorf("%d parents left after every child was seen, want 0", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -23,7 +23,7 @@ import (
 // and releases the lock while binaries are read (the binary cache has
 // its own lock).
 type procTable struct {
-	// mu guards m, every process in it (and each procMapping's
+	// mu guards m, parents, every process in m (and each procMapping's
 	// resolution fields: see procMapping.set), perfSkipped, and the
 	// Symbolizer's stats, which Stack counts while it holds mu.
 	mu          sync.Mutex
@@ -34,6 +34,11 @@ type procTable struct {
 	// the binary cache (Symbolizer.prepareAll), with mu held.
 	prepare func(p *process, fresh []*procMapping)
 	now     func() time.Time // time.Now; tests replace it
+	// parents holds the process that forked each process reported by
+	// ObserveFork and not yet seen: one whose maps cannot be read on
+	// first sight (it exited) takes its parent's mappings. At most
+	// maxParents entries.
+	parents map[uint32]uint32
 	// settle is when, after an exec'd program's first maps read, its maps
 	// are read again unasked (settleDelays; nil: never, as in tests that
 	// replace now).
@@ -57,6 +62,7 @@ var settleDelays = []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 
 // new mappings prepare opens.
 func (t *procTable) init(procRoot string, prepare func(*process, []*procMapping)) {
 	t.m, t.root, t.prepare, t.now = make(map[uint32]*process), procRoot, prepare, time.Now
+	t.parents = make(map[uint32]uint32)
 	t.settle = settleDelays
 }
 
@@ -91,11 +97,57 @@ func (t *procTable) scheduleSettle(p *process) {
 	at(0, 0)
 }
 
+// maxParents bounds procTable.parents: a whole-system run hears of every
+// fork, and most children are never sampled (or exec, which drops their
+// entry). When full, the table is emptied: a child forked before that
+// and seen only after it exited goes unnamed, as without fork records.
+const maxParents = 1 << 14
+
+// observeFork is ObserveFork.
+func (t *procTable) observeFork(pid, parent uint32) {
+	if pid == parent || pid == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.parents) >= maxParents {
+		clear(t.parents)
+	}
+	t.parents[pid] = parent
+}
+
+// inherit gives p, a process that exited before its maps were first
+// read, the mappings of the process that forked it (t.parents), read now
+// if the parent is new: a fork copies the parent's address space, and
+// a child that has not exec'd (which drops its t.parents entry) still
+// runs the same program. It reports whether p got them. The caller
+// holds t.mu.
+func (t *procTable) inherit(p *process) bool {
+	parent, ok := t.parents[p.pid]
+	if !ok {
+		return false
+	}
+	delete(t.parents, p.pid) // before t.process: ends a cycle of reused pids
+	pp := t.m[parent]
+	if pp == nil {
+		pp = t.process(parent)
+	}
+	if !pp.seen {
+		return false
+	}
+	p.maps, p.data, p.exe = slices.Clone(pp.maps), slices.Clone(pp.data), pp.exe
+	p.seen, p.gone, p.inherited = true, true, true
+	return true
+}
+
 // observeExec is ObserveExec.
 func (t *procTable) observeExec(pid uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p, ok := t.m[pid]; ok {
+	delete(t.parents, pid) // a new program: the parent's mappings are not its own
+	if p, ok := t.m[pid]; ok && p.inherited {
+		delete(t.m, pid) // read the new program's maps, as for a new process
+	} else if ok {
 		t.checkExec(p, true)
 		return
 	}
@@ -136,7 +188,10 @@ func (t *procTable) observeStack(pid uint32, userIPs []uint64) (settled bool) {
 }
 
 // forget drops process pid. The caller holds t.mu.
-func (t *procTable) forget(pid uint32) { delete(t.m, pid) }
+func (t *procTable) forget(pid uint32) {
+	delete(t.m, pid)
+	delete(t.parents, pid)
+}
 
 // usedBinaries returns the binaries that some process in the table maps.
 // The caller holds t.mu.
@@ -191,6 +246,7 @@ type process struct {
 	data      []addrSpan     // the other mappings ([stack], [heap], data), sorted
 	seen      bool           // maps were read successfully at least once
 	gone      bool           // seen, and then the maps could not be read: exited
+	inherited bool           // maps are the parent's (inherit): never read for this pid
 	unseen    Reason         // while !seen: ProcessGone, or NoAccess
 	lastRead  time.Time
 	reread    time.Duration // least time from lastRead to the next read
@@ -240,7 +296,10 @@ func (t *procTable) process(pid uint32) *process {
 	}
 	p := &process{pid: pid, unseen: ReasonProcessGone, cache: make(map[uint64]frameInfo)}
 	t.m[pid] = p
-	t.readMaps(p)
+	if !t.readMaps(p) && p.unseen == ReasonProcessGone {
+		t.inherit(p)
+	}
+	delete(t.parents, pid)
 	return p
 }
 

@@ -338,6 +338,17 @@ func (s *Symbolizer) ObserveExec(pid uint32) {
 	s.procs.observeExec(pid)
 }
 
+// ObserveFork records that process pid was forked by process parent (a
+// fork record): if pid has exited by the time it is first seen (Observe,
+// Stack, CodeAt), it is named and unwound through its parent's
+// mappings, read then if the parent is new, as perf names a child
+// through its PERF_RECORD_FORK. An exec of pid (ObserveExec) undoes
+// this. It costs a map insert; the table of parents is bounded
+// (maxParents entries, emptied when full).
+func (s *Symbolizer) ObserveFork(pid, parent uint32) {
+	s.procs.observeFork(pid, parent)
+}
+
 // observeIPs is how many user IPs, from the leaf, ObserveStack checks
 // against the known mappings.
 const observeIPs = 16
