@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,6 +130,14 @@ type Recorder struct {
 	samples atomic.Uint64 // samples read so far, for a status line
 	swapDue atomic.Bool   // the reader is to start a new interval
 	iv      *intervals    // nil unless Config.Interval is set
+	// mu orders Counters and TargetsAlive against the end of Run: once
+	// ran is set the sampler is being closed (closing), and they do not
+	// touch it.
+	mu      sync.Mutex
+	ran     bool
+	final   attach.Counters
+	closing chan error // the sampler's Close, started by Run
+	closed  bool
 }
 
 // New opens the symbolizer (which starts loading kernel symbols in the
@@ -209,6 +218,11 @@ func (r *Recorder) Counters() (attach.Counters, error) {
 	if r.sampler == nil {
 		return attach.Counters{}, nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ran {
+		return r.final, nil
+	}
 	return r.sampler.Counters()
 }
 
@@ -234,7 +248,9 @@ func (r *Recorder) CPUs() []int {
 // interval and once more at the end. Every sample is
 // symbolized by then: Run closes the symbolizer, whose caches (DWARF
 // sections, kallsyms) the caller's output then reuses instead of adding
-// to the peak RSS. Its errors are those of reading the ring buffer and of
+// to the peak RSS; it starts closing the sampler, in the background
+// (Close waits for it; Counters then gives the final counts). Its errors
+// are those of reading the ring buffer and of
 // the sampler's counters. Run is called once.
 func (r *Recorder) Run(ctx context.Context) (Result, error) {
 	err := r.collect(ctx)
@@ -258,6 +274,15 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 		if res.OffCPU, err = r.sampler.OffCPUCounters(); err != nil {
 			return Result{}, err
 		}
+		// Detaching waits for RCU grace periods in the kernel (a
+		// classic tracepoint's perf event, the per-CPU events): let
+		// that overlap the symbolizing and the output, and Close wait
+		// for it.
+		r.mu.Lock()
+		r.ran, r.final = true, res.Counters
+		r.mu.Unlock()
+		r.closing = make(chan error, 1)
+		go func(s *attach.Sampler) { r.closing <- s.Close() }(r.sampler)
 	}
 	res.Symbols = r.sym.Stats()
 	res.Symbols.Frames = r.c.frames.Frames
@@ -267,11 +292,19 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// Close closes the sampler and the symbolizer. It is idempotent and safe
-// after a New that failed part way.
+// Close closes the sampler (waiting for the close Run started) and the
+// symbolizer. It is idempotent and safe after a New that failed part
+// way.
 func (r *Recorder) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
 	var err error
-	if r.sampler != nil {
+	switch {
+	case r.closing != nil:
+		err = <-r.closing
+	case r.sampler != nil:
 		err = r.sampler.Close()
 	}
 	if r.sym != nil {
