@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -39,36 +38,46 @@ func (s *Sampler) openEvents() error {
 		cpus = cpus[:1]
 	}
 	for i, cpu := range cpus {
-		attr := s.attr()
-		fd, err := openPerfEvent(attr, cpu)
+		err := s.openCPUVerbose(cpu)
 		if err != nil && i == 0 && fallback && noPMU(err) {
 			// The summary names the event sampled (cpu-clock); the reason
 			// is for -v only (no PMU in a VM is the usual case).
 			s.verbosef("gprofile: no hardware cycles event here (perf_event_open: %v); sampling the software cpu-clock event\n", err)
 			s.event = EventCPUClock
-			attr = s.attr()
-			fd, err = openPerfEvent(attr, cpu)
+			err = s.openCPUVerbose(cpu)
 		}
-		if s.cfg.Verbose != nil {
-			WriteAttr(s.cfg.Verbose, attr, -1, cpu, -1)
-			fmt.Fprintf(s.cfg.Verbose, "  = fd %d, err %v\n", fd, err)
+		if errors.Is(err, errAttach) {
+			return err
 		}
 		if err != nil {
 			return s.eventError(cpu, err)
-		}
-		s.fds = append(s.fds, fd)
-		if err := s.attachProgram(fd); err != nil {
-			return fmt.Errorf("attach BPF program to the perf event on cpu %d: %w", cpu, err)
 		}
 	}
 	return nil
 }
 
+// openCPUVerbose is openCPU at Open (not enabled), printing the attr and
+// the outcome for -v.
+func (s *Sampler) openCPUVerbose(cpu int) error {
+	err := s.openCPU(cpu, false)
+	if s.cfg.Verbose != nil {
+		WriteAttr(s.cfg.Verbose, s.attr(), -1, cpu, -1)
+		fd := -1
+		if e := s.events[cpu]; e != nil {
+			fd = e.fd
+		}
+		fmt.Fprintf(s.cfg.Verbose, "  = fd %d, err %v\n", fd, err)
+	}
+	return err
+}
+
 // attr is the perf_event_attr for s.event: frequency mode, or period mode
 // with Config.Period; tracepoints deliver every hit (the BPF program
-// applies the period itself).
+// applies the period itself). read() gives time_enabled, for the hotplug
+// watcher (cpuEvent.stalled).
 func (s *Sampler) attr() *unix.PerfEventAttr {
 	a := perfAttr(s.event, s.cfg.FrequencyHz)
+	a.Read_format = unix.PERF_FORMAT_TOTAL_TIME_ENABLED
 	if s.cfg.Period != 0 || s.event.IsTracepoint() {
 		a.Bits &^= unix.PerfBitFreq
 		a.Sample = max(s.cfg.Period, 1)
@@ -91,21 +100,21 @@ func (s *Sampler) eventError(cpu int, err error) error {
 }
 
 // attachProgram attaches the profile program to a perf event with a BPF
-// link (Linux 5.15), or with PERF_EVENT_IOC_SET_BPF on older kernels.
-func (s *Sampler) attachProgram(fd int) error {
+// link (Linux 5.15), which it returns, or with PERF_EVENT_IOC_SET_BPF on
+// older kernels (nil link: closing the event detaches it).
+func (s *Sampler) attachProgram(fd int) (link.Link, error) {
 	prog := s.objs.Profile
 	if s.event.IsTracepoint() {
 		prog = s.objs.ProfileTP
 	}
 	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
 	if err == nil {
-		s.links = append(s.links, l)
-		return nil
+		return l, nil
 	}
 	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, unix.EINVAL) {
-		return err
+		return nil, err
 	}
-	return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD())
+	return nil, unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD())
 }
 
 // setEnabled enables or disables every perf event.
@@ -115,11 +124,17 @@ func (s *Sampler) setEnabled(on bool) error {
 		req = unix.PERF_EVENT_IOC_ENABLE
 	}
 	var errs []error
-	for _, fd := range s.fds {
-		if err := unix.IoctlSetInt(fd, req, 0); err != nil {
-			errs = append(errs, err)
+	s.mu.Lock()
+	s.live = on
+	for cpu, e := range s.events {
+		if err := unix.IoctlSetInt(e.fd, req, 0); err != nil {
+			errs = append(errs, fmt.Errorf("cpu %d: %w", cpu, err))
+		}
+		if on {
+			e.mark()
 		}
 	}
+	s.mu.Unlock()
 	if len(s.cfg.Probes) > 0 {
 		mode := uint32(probeOff)
 		if on {
@@ -139,6 +154,7 @@ func (s *Sampler) Enable() error {
 	if s.enabled {
 		return nil
 	}
+	s.start = time.Now()
 	if err := s.setEnabled(true); err != nil {
 		return fmt.Errorf("enable perf events: %w", err)
 	}
@@ -150,26 +166,6 @@ func (s *Sampler) Enable() error {
 	}
 	s.enabled = true
 	return nil
-}
-
-// MissedCPUs returns the CPUs online now that are not sampled: CPUs that
-// came online after Open, when Config.CPUs was nil. It returns nil when
-// the online list cannot be read.
-func (s *Sampler) MissedCPUs() []int {
-	if s.cfg.CPUs != nil {
-		return nil
-	}
-	online, err := OnlineCPUs()
-	if err != nil {
-		return nil
-	}
-	var missed []int
-	for _, c := range online {
-		if !slices.Contains(s.cpus, c) {
-			missed = append(missed, c)
-		}
-	}
-	return missed
 }
 
 // Run enables the perf events and calls fn for every sample until ctx is
@@ -189,18 +185,11 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 	if err := s.Enable(); err != nil {
 		return err
 	}
-	stopped := make(chan struct{})
-	defer close(stopped)
+	stopped, done := make(chan struct{}), make(chan struct{})
+	defer func() { close(stopped); <-done }()
 	go func() {
-		select {
-		case <-ctx.Done():
-			if err := s.stopOffCPU(); err != nil {
-				s.logf("gprofile: %v\n", err)
-			}
-			s.setEnabled(false)
-			s.reader.Flush()
-		case <-stopped:
-		}
+		defer close(done)
+		s.watch(ctx, stopped)
 	}()
 	var rec ringbuf.Record
 	var smp Sample
@@ -228,6 +217,34 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 		default:
 			s.setEnabled(false)
 			return fmt.Errorf("read ring buffer: %w", err)
+		}
+	}
+}
+
+// watch runs beside Run's reader until ctx is done, when it stops the
+// off-CPU programs, disables the events and ends the reader's wait, or
+// until stopped closes. Every hotplugInterval it follows CPU hotplug
+// (checkCPUs) when there is an event per CPU.
+func (s *Sampler) watch(ctx context.Context, stopped <-chan struct{}) {
+	var tick <-chan time.Time
+	if s.perCPU() {
+		t := time.NewTicker(hotplugInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if err := s.stopOffCPU(); err != nil {
+				s.logf("gprofile: %v\n", err)
+			}
+			s.setEnabled(false)
+			s.reader.Flush()
+			return
+		case <-stopped:
+			return
+		case now := <-tick:
+			s.checkCPUs(now.Sub(s.start))
 		}
 	}
 }

@@ -7,14 +7,16 @@ import (
 	"math/bits"
 	"os"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 )
 
 // Config says what a Sampler samples.
@@ -133,15 +135,26 @@ type Sampler struct {
 	cpus      []int
 	ringBytes int
 	objs      bpfObjects
-	fds       []int
-	links     []link.Link
+	links     []link.Link // tracepoint and probe links; not the sampling events'
 	probes    probeLinks
 	reader    *ringbuf.Reader
 	spec      *ebpf.CollectionSpec // the loaded object's spec, for programs loaded later
 	malformed atomic.Uint64        // read by Counters from any goroutine
 	off       *offCPUProgs         // Config.OffCPU's programs, or nil
 	enabled   bool
+	start     time.Time // when Enable enabled the events
 	closed    bool
+
+	// mu guards the sampling events and the hotplug watcher's state,
+	// which Run's watcher changes while other goroutines read them
+	// (CPUs, MissedCPUs, Hotplug).
+	mu          sync.Mutex
+	events      map[int]*cpuEvent // by CPU: the sampling events
+	live        bool              // events enabled: the watcher opens and enables
+	changes     []CPUChange       // what the watcher saw, in order
+	moreChanges int               // changes past maxChanges
+	failed      map[int]bool      // online CPUs whose open failed (said once in -v)
+	onlineErr   bool              // OnlineCPUsPath did not read at the last look (said once)
 }
 
 // bpfObjects are what load keeps of the profile object: every map (the
@@ -225,8 +238,14 @@ func (s *Sampler) CallGraph() CallGraph { return s.cfg.CallGraph }
 // fallback).
 func (s *Sampler) Event() Event { return s.event }
 
-// CPUs returns the CPUs sampled on, ascending.
-func (s *Sampler) CPUs() []int { return s.cpus }
+// CPUs returns the CPUs sampled on now, ascending: those of Open, less
+// the CPUs gone offline, plus those that came online since (Hotplug).
+// Safe from any goroutine.
+func (s *Sampler) CPUs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cpus)
+}
 
 // RingBytes returns the ring buffer size in bytes.
 func (s *Sampler) RingBytes() int { return s.ringBytes }
@@ -414,13 +433,16 @@ func (s *Sampler) Close() error {
 	for _, l := range s.links {
 		errs = append(errs, l.Close())
 	}
-	for _, fd := range s.fds {
-		errs = append(errs, unix.Close(fd))
+	s.mu.Lock()
+	for _, e := range s.events {
+		errs = append(errs, e.close())
 	}
+	s.events, s.live = nil, false
+	s.mu.Unlock()
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}
 	errs = append(errs, s.probes.close(), s.off.close(), s.objs.close())
-	s.links, s.fds = nil, nil
+	s.links = nil
 	return errors.Join(errs...)
 }
