@@ -220,6 +220,8 @@ func (c *continuous) metrics(rec *recorder.Recorder) []metric {
 		{"gprofile_interval_errors_total", "counter", "Intervals whose profile could not be built or written.", func() float64 { return float64(c.errs.Load()) }},
 		{"gprofile_interval_build_seconds_total", "counter", "Wall time spent turning intervals into profiles: pprof build, split by service, gzip, --switch-output write (the send is the queue's, not counted).", func() float64 { return float64(c.buildNanos.Load()) / 1e9 }},
 		{"gprofile_interval_build_cpu_seconds_total", "counter", "CPU time of the same work, on its thread (the garbage collector's own threads not counted).", func() float64 { return float64(c.buildCPUNanos.Load()) / 1e9 }},
+		{"gprofile_cpus_sampled", "gauge", "CPUs sampled now (CPU hotplug is followed once a second).", func() float64 { return float64(len(rec.CPUs())) }},
+		{"gprofile_cpu_hotplug_changes_total", "counter", "CPUs seen going offline or coming online.", func() float64 { ch, more := rec.Hotplug(); return float64(len(ch) + more) }},
 	}
 	if c.queue != nil {
 		stat := func(f func(push.Stats) float64) func() float64 { return func() float64 { return f(c.queue.Stats()) } }
@@ -325,6 +327,9 @@ func (c *continuous) finish(res *recorder.Result) {
 	}
 	if !c.o.quiet || c.errs.Load() > 0 {
 		fmt.Fprintln(os.Stderr, line)
+	}
+	if !c.o.quiet {
+		cpuNotes(os.Stderr, res)
 	}
 }
 

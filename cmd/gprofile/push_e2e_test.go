@@ -167,6 +167,9 @@ func TestSwitchOutput(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^gprofile_samples_total [1-9]`).Match(page) {
 		t.Errorf("metrics page counts no samples:\n%s", page)
 	}
+	if !regexp.MustCompile(`(?m)^gprofile_cpus_sampled [1-9]`).Match(page) {
+		t.Errorf("metrics page counts no CPUs sampled:\n%s", page)
+	}
 	if b := regexp.MustCompile(`(?m)^gprofile_interval_build_seconds_total (\S+)$`).FindSubmatch(page); b == nil || string(b[1]) == "0" {
 		t.Errorf("metrics page has no time spent building the interval's profile:\n%s", page)
 	}

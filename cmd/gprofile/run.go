@@ -374,6 +374,21 @@ func comments(o *options, res *recorder.Result) []string {
 	return lines
 }
 
+// cpuNotes writes one line per CPU that went offline or came online
+// during the run (attach.SummarizeHotplug), and one naming the CPUs
+// online at the end but not sampled.
+func cpuNotes(w io.Writer, res *recorder.Result) {
+	for _, line := range attach.SummarizeHotplug(res.Hotplug) {
+		fmt.Fprintf(w, "gprofile: %s\n", line)
+	}
+	if res.HotplugMore > 0 {
+		fmt.Fprintf(w, "gprofile: %d more CPU hotplug changes followed (see the gprofile_cpus_sampled metric)\n", res.HotplugMore)
+	}
+	if missed := res.MissedCPUs; len(missed) > 0 {
+		fmt.Fprintf(w, "gprofile: cpus %v are online but were not sampled at the end: their perf events would not open (-v says why)\n", missed)
+	}
+}
+
 // rate describes how often the event is sampled.
 func rate(o *options, ev attach.Event) string {
 	switch {
@@ -410,9 +425,7 @@ func summarize(w io.Writer, o *options, out *outFile, res *recorder.Result) {
 			view = "; open it in a browser"
 		}
 	}
-	if missed := res.MissedCPUs; len(missed) > 0 {
-		fmt.Fprintf(w, "gprofile: cpus %v came online during the run and were not sampled\n", missed)
-	}
+	cpuNotes(w, res)
 	if res.Samples == 0 {
 		fmt.Fprintf(w, "gprofile: 0 samples: nothing was sampled in %.1f s (did the targets run? see gprofile check)\n", res.Elapsed.Seconds())
 	}

@@ -92,12 +92,16 @@ type Result struct {
 	// Counters are the sampler's counters at the end (samples lost, stacks
 	// not taken); zero with Config.Source.
 	Counters attach.Counters
-	// Event is the event sampled, CPUs the CPUs sampled, MissedCPUs the
-	// CPUs that came online during the run and were not sampled; zero
-	// with Config.Source.
-	Event      attach.Event
-	CPUs       []int
-	MissedCPUs []int
+	// Event is the event sampled, CPUs the CPUs sampled at the end,
+	// MissedCPUs the CPUs online at the end that were not sampled (their
+	// perf events would not open), Hotplug the CPUs that went offline or
+	// came online during the run (attach.Sampler.Hotplug: the first ones,
+	// HotplugMore counts the rest); zero with Config.Source.
+	Event       attach.Event
+	CPUs        []int
+	MissedCPUs  []int
+	Hotplug     []attach.CPUChange
+	HotplugMore int
 	// Symbols are the symbolizer's statistics, with Frames counting the
 	// frames of the distinct stacks as kept (after the junk cut), each
 	// stack once, by symbolize.Reason.
@@ -234,12 +238,23 @@ func (r *Recorder) Event() attach.Event {
 	return r.sampler.Event()
 }
 
-// CPUs returns the CPUs sampled; nil with Config.Source.
+// CPUs returns the CPUs sampled now (attach.Sampler.CPUs); nil with
+// Config.Source. Safe from any goroutine.
 func (r *Recorder) CPUs() []int {
 	if r.sampler == nil {
 		return nil
 	}
 	return r.sampler.CPUs()
+}
+
+// Hotplug returns the CPUs that went offline or came online so far
+// (attach.Sampler.Hotplug); nil, 0 with Config.Source. Safe from any
+// goroutine.
+func (r *Recorder) Hotplug() ([]attach.CPUChange, int) {
+	if r.sampler == nil {
+		return nil, 0
+	}
+	return r.sampler.Hotplug()
 }
 
 // Run records until ctx is done (or the Source ends), then reads what is
@@ -271,6 +286,7 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		res.Event, res.CPUs, res.MissedCPUs = r.sampler.Event(), r.sampler.CPUs(), r.sampler.MissedCPUs()
+		res.Hotplug, res.HotplugMore = r.sampler.Hotplug()
 		if res.OffCPU, err = r.sampler.OffCPUCounters(); err != nil {
 			return Result{}, err
 		}
