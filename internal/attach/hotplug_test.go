@@ -58,7 +58,7 @@ func takeCPU1(t *testing.T) {
 		if err := setCPU1(true); err != nil {
 			t.Errorf("put cpu1 back online: %v", err)
 		}
-		guard.Process.Kill()
+		syscall.Kill(-guard.Process.Pid, syscall.SIGKILL) // its session: sh and its sleep
 		guard.Wait()
 	})
 }
