@@ -94,6 +94,10 @@ const (
 	// NumStops bounds the Stop values, for arrays of counters indexed
 	// by Stop (index 0 is unused).
 	NumStops
+	// stopOutermost is internal: the frame's return address rule is
+	// DW_CFA_undefined (the outermost frame), and the frame registers'
+	// sp holds its CFA. Unwind reports it as StopComplete.
+	stopOutermost
 )
 
 var stopNames = [NumStops]string{"none", "complete", "window", "no-object", "no-cfi", "read-outside", "depth", "bad-rule"}

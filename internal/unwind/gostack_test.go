@@ -44,6 +44,7 @@ func TestUnwindGoStack(t *testing.T) {
 			if !slices.Equal(names, want) || stop != StopComplete {
 				t.Errorf("got %v, stop %v\nwant %v\n%s", names, stop, want, framesText(fs))
 			}
+			checkExtent(t, u, d)
 		})
 	}
 }

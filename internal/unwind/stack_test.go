@@ -106,6 +106,7 @@ func TestUnwindStackDumps(t *testing.T) {
 						t.Errorf("stopped with %v after %d frames, want complete:\n%s", stop, len(fs), framesText(fs))
 					}
 					checkMode(t, u, d, tc.mode, fs)
+					checkExtent(t, u, d)
 				})
 			}
 		})
@@ -139,6 +140,37 @@ func checkMode(t *testing.T, u *Unwinder, d *dump, mode string, fs []frame) {
 		if last.inBin || !strings.Contains(last.name, "libc.so") {
 			t.Errorf("the root %s is not in libc:\n%s", last.name, framesText(fs))
 		}
+	}
+}
+
+// checkExtent checks UnwindExtent on a whole stack: its extent is
+// within the dump, the stack copied up to it unwinds to the same frames
+// and ends as complete, and it is no more than a frame above the
+// shortest window that does (the outermost frame's CFA may be a little
+// above the last byte read).
+func checkExtent(t *testing.T, u *Unwinder, d *dump) {
+	t.Helper()
+	whole, stop, ext := u.UnwindExtent(nil, d, &d.regs, d.stack)
+	if stop != StopComplete || ext == 0 || ext > uint64(len(d.stack)) {
+		t.Fatalf("extent %d bytes (stack dump %d), stop %v: want a complete stack with an extent in the dump", ext, len(d.stack), stop)
+	}
+	pcs, stop := u.Unwind(nil, d, &d.regs, d.stack[:ext])
+	if !slices.Equal(pcs, whole) || stop != StopComplete {
+		t.Errorf("the window cut at the extent (%d bytes): %d frames, stop %v; want the %d frames, complete", ext, len(pcs), stop, len(whole))
+	}
+	shortest := uint64(len(d.stack))
+	for n := uint64(0); n <= uint64(len(d.stack)); n += 8 {
+		if _, stop := u.Unwind(nil, d, &d.regs, d.stack[:n]); stop == StopComplete {
+			shortest = n
+			break
+		}
+	}
+	if ext < shortest || ext-shortest > 256 {
+		t.Errorf("extent %d bytes, the shortest complete window %d bytes: want the extent at most 256 bytes above it", ext, shortest)
+	}
+	// A stack that does not reach its outermost frame has no extent.
+	if _, stop, ext := u.UnwindExtent(nil, d, &d.regs, d.stack[:shortest/2]); stop == StopComplete || ext != 0 {
+		t.Errorf("half the shortest window: stop %v, extent %d; want cut, extent 0", stop, ext)
 	}
 }
 

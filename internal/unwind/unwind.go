@@ -127,6 +127,18 @@ const allRegs = 1<<numRegs - 1
 // address regs.SP() upward. regs and stack are only read. In the steady
 // state (tables cached) it allocates nothing but dst's growth.
 func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]uint64, Stop) {
+	dst, s, _ := u.UnwindExtent(dst, p, regs, stack)
+	return dst, s
+}
+
+// UnwindExtent is Unwind that also returns the stack's extent in bytes:
+// when the walk reached a frame whose return address rule is
+// DW_CFA_undefined (_start, start_thread, clone3, Go's goexit and
+// mstart), the distance from regs.SP() to that frame's CFA, the top of
+// the thread's stack as far as any unwind reads it; else 0 (a stack cut,
+// or ended by a return address or frame pointer of 0, which proves no
+// top). A copy of [sp, sp+extent) unwinds the same stack whole.
+func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byte) ([]uint64, Stop, uint64) {
 	fr := frameRegs{v: *regs, known: allRegs}
 	mem := memory{base: regs.SP(), b: stack}
 	pc := regs.IP()
@@ -136,7 +148,7 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 	var lastTab *Table
 	for n := 1; ; n++ {
 		if n >= u.maxFrames {
-			return dst, StopDepth
+			return dst, StopDepth, 0
 		}
 		lookup := pc
 		if !exact {
@@ -144,7 +156,7 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 		}
 		obj, ok := p.Object(lookup)
 		if !ok {
-			return dst, StopNoObject
+			return dst, StopNoObject, 0
 		}
 		var tab *Table
 		if obj.Kind != KindJIT {
@@ -156,14 +168,17 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 		sp := fr.v[RegRSP]
 		var s Stop
 		if s, exact = stepIn(tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
-			return dst, s
+			if s == stopOutermost {
+				return dst, StopComplete, fr.v[RegRSP] - regs.SP()
+			}
+			return dst, s, 0
 		}
 		if fr.v[RegRSP] <= sp {
-			return dst, StopBadRule
+			return dst, StopBadRule, 0
 		}
 		pc = fr.v[RegRIP]
 		if pc == 0 {
-			return dst, StopComplete
+			return dst, StopComplete, 0
 		}
 		if exact {
 			dst = append(dst, pc+1) // see the doc: address-1 is pc
@@ -238,7 +253,8 @@ func step(tab *Table, r rule, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	}
 	cfa := b + uint64(int64(r.cfaOff))
 	if r.raKind == raUndef {
-		return StopComplete, false
+		fr.v[RegRSP] = cfa
+		return stopOutermost, false
 	}
 	ra, s := mem.read(cfa+uint64(int64(r.raOff)), 8)
 	if s != 0 {
@@ -296,7 +312,8 @@ func stepComplex(c *complexRule, fr *frameRegs, mem *memory) (Stop, bool) {
 		}
 	}
 	if c.regs[RegRIP].kind == rUndefined {
-		return StopComplete, false
+		fr.v[RegRSP] = cfa
+		return stopOutermost, false
 	}
 	if next.known&(1<<RegRIP) == 0 {
 		return StopBadRule, false
