@@ -45,6 +45,7 @@
 #define FLAG_NO_VMA 128      // bound_by_vma: bpf_find_vma found no VMA for sp (or its lock was busy)
 // 256, 512, 1024: off-CPU records (bpf/offcpu.bpf.c)
 #define FLAG_FORK 2048       // not a sample: process tgid was forked by process probe (no stacks)
+#define FLAG_WINDOW_TOP 4096 // the stack copy stopped at the thread's stack top (stack_tops)
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -114,6 +115,7 @@ const volatile __u8 user_mode_check = 0; // 1 (amd64): no kernel walk for user-m
 const volatile __u8 call_graph_dwarf = 0; // 1: user regs + stack window instead of the fp walk
 const volatile __u32 max_window = 32768; // bytes of user stack copied at most (<= MAX_WINDOW)
 const volatile __u8 bound_by_vma = 0;    // 1: bound the copy by the end of sp's VMA (bpf_find_vma)
+const volatile __u8 use_stack_tops = 0;  // 1: bound the copy by the thread's entry in stack_tops
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -140,6 +142,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } target_tids SEC(".maps");
+
+// The top of each thread's stack (tid -> address), as the unwinder found
+// it: the CFA of the outermost frame (_start, start_thread, goexit) of a
+// whole stack. Nothing above it is ever read, so the copy stops there.
+// The reader fills it (Sampler.SetStackTop) and deletes an entry that
+// cut a stack (FLAG_WINDOW_TOP); LRU: exited threads age out.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} stack_tops SEC(".maps");
 
 // Per-CPU tracepoint hit counter, for tp_period.
 struct {
@@ -291,10 +305,13 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 // page (a read that crosses into an unmapped page fails whole), to the
 // first page that does not read (above a stack there is nearly always
 // one: the unmapped gap above [stack], a guard page) and at most
-// max_window bytes. With bound_by_vma it also stops at the end of the VMA
-// that holds sp: bpf_find_vma takes the mm lock (trylock) and, from the
-// timer interrupt, releases it through an irq_work, about 3.4 us a sample
-// for no fewer bytes copied (BENCHMARKS.md), so it is off by default.
+// max_window bytes. With use_stack_tops it stops at the thread's stack
+// top when the unwinder has found it (stack_tops): most threads' stacks
+// are far shorter than the window. With bound_by_vma it also stops at the
+// end of the VMA that holds sp: bpf_find_vma takes the mm lock (trylock)
+// and, from the timer interrupt, releases it through an irq_work, which
+// costs more BPF time a sample than it saves (bench/window/sweep.sh), so
+// it is off by default.
 // It returns the bytes copied and sets FLAG_WINDOW_* and FLAG_NO_VMA. A
 // global function: the verifier checks it once, on its own, instead of
 // checking the rest of the program after each way out of the loop (an
@@ -304,6 +321,14 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 	if (!s)
 		return 0;
 	__u64 want = max_window;
+	if (use_stack_tops) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		__u64 *top = bpf_map_lookup_elem(&stack_tops, &tid);
+		if (top && *top > sp && *top - sp < want) {
+			want = *top - sp;
+			s->flags |= FLAG_WINDOW_TOP;
+		}
+	}
 	if (bound_by_vma) {
 		__u64 end = 0;
 		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_end_cb, &end, 0) == 0 && end > sp) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gprofile/gprofile/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // mapping is one line of /proc/PID/maps: [start, end) and its path.
@@ -215,4 +216,112 @@ func TestSamplerDWARFKernel(t *testing.T) {
 	if regs < inKernel*95/100 || ipInLibc < inKernel*95/100 || spInStack < inKernel*95/100 {
 		t.Errorf("of %d kernel-mode samples: %d with regs, %d with ip in libc, %d with sp in [stack]", inKernel, regs, ipInLibc, spInStack)
 	}
+}
+
+// TestSamplerStackTops: with Config.StackTops, a thread's stack top set
+// by SetStackTop ends its copies there (FlagWindowTop, exactly top - sp
+// bytes); a top at or below sp changes nothing; DeleteStackTop brings the
+// whole window back.
+func TestSamplerStackTops(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fomit-frame-pointer")
+	cmd := exec.Command(bin, "20")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := uint32(cmd.Process.Pid)
+	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{pid}, CallGraph: CallGraphDWARF, StackTops: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const above = 200 // bytes above sp for the top: less than the stack above it
+	// Phases: 0 whole windows; 1 a top below every sp; 2 a top just
+	// above sp; 3 deleted. Each begins after phaseLen samples; a sample
+	// counts in the phase in force when it was taken (its TimeNs against
+	// CLOCK_MONOTONIC after the map update), since the ring buffer holds
+	// samples taken before.
+	const phaseLen = 150
+	var n, phase int
+	var top uint64
+	var since [4]uint64 // CLOCK_MONOTONIC ns at each phase's start
+	type tally struct{ samples, flagged, exact, whole int }
+	var got [4]tally
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = s.Run(ctx, func(smp *Sample) {
+		if smp.PID != pid || smp.Flags&FlagUserRegs == 0 {
+			return
+		}
+		n++
+		sp := smp.Regs[7]
+		if n%phaseLen == 0 && phase < 4 {
+			phase++
+			var err error
+			switch phase {
+			case 1:
+				err = s.SetStackTop(smp.TID, sp-4096)
+			case 2:
+				top = sp + above
+				err = s.SetStackTop(smp.TID, top)
+			case 3:
+				err = s.DeleteStackTop(smp.TID)
+			case 4:
+				cancel()
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			if phase < 4 {
+				since[phase] = monotonicNs(t)
+			}
+		}
+		p := 0
+		for i := 1; i < 4 && since[i] != 0 && smp.TimeNs > since[i]; i++ {
+			p = i
+		}
+		g := &got[p]
+		g.samples++
+		if smp.Flags&FlagWindowTop != 0 {
+			g.flagged++
+		}
+		if end := sp + uint64(len(smp.Stack)); end == top {
+			g.exact++
+		}
+		if len(smp.Stack) > 1024 {
+			g.whole++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("by phase (whole, top below sp, top at sp+%d, deleted): %+v", above, got)
+	for i, g := range got {
+		if g.samples < phaseLen/2 {
+			t.Fatalf("phase %d: %d samples, want about %d", i, g.samples, phaseLen)
+		}
+		if i == 2 {
+			// The spin loop's sp moves little: most copies end at the top.
+			if g.flagged < g.samples*9/10 || g.exact < g.samples*9/10 || g.whole != 0 {
+				t.Errorf("top set: %+v; want nearly every copy flagged and ended at the top, none whole", g)
+			}
+			continue
+		}
+		if g.flagged != 0 || g.whole != g.samples {
+			t.Errorf("phase %d (no top in effect): %+v; want whole windows, none flagged", i, g)
+		}
+	}
+	if err := s.DeleteStackTop(12345678); err != nil {
+		t.Errorf("deleting a top never set: %v", err)
+	}
+}
+
+// monotonicNs is CLOCK_MONOTONIC in ns, the clock of Sample.TimeNs.
+func monotonicNs(t *testing.T) uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
 }

@@ -41,6 +41,7 @@ const (
 	profileMapProbeHits           = "probe_hits"
 	profileMapProbeMode           = "probe_mode"
 	profileMapScratch             = "scratch"
+	profileMapStackTops           = "stack_tops"
 	profileMapTargetTids          = "target_tids"
 	profileMapTargets             = "targets"
 	profileMapTpHits              = "tp_hits"
@@ -67,6 +68,7 @@ const (
 	profileVarSkipTgid            = "skip_tgid"
 	profileVarTpPeriod            = "tp_period"
 	profileVarUnusedSample        = "unused_sample"
+	profileVarUseStackTops        = "use_stack_tops"
 	profileVarUserModeCheck       = "user_mode_check"
 	profileVarWakeupBytes         = "wakeup_bytes"
 )
@@ -134,6 +136,7 @@ type profileMapSpecs struct {
 	ProbeHits  *ebpf.MapSpec `ebpf:"probe_hits"`
 	ProbeMode  *ebpf.MapSpec `ebpf:"probe_mode"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	StackTops  *ebpf.MapSpec `ebpf:"stack_tops"`
 	TargetTids *ebpf.MapSpec `ebpf:"target_tids"`
 	Targets    *ebpf.MapSpec `ebpf:"targets"`
 	TpHits     *ebpf.MapSpec `ebpf:"tp_hits"`
@@ -157,6 +160,7 @@ type profileVariableSpecs struct {
 	SkipTgid       *ebpf.VariableSpec `ebpf:"skip_tgid"`
 	TpPeriod       *ebpf.VariableSpec `ebpf:"tp_period"`
 	UnusedSample   *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UseStackTops   *ebpf.VariableSpec `ebpf:"use_stack_tops"`
 	UserModeCheck  *ebpf.VariableSpec `ebpf:"user_mode_check"`
 	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -187,6 +191,7 @@ type profileMaps struct {
 	ProbeHits  *ebpf.Map `ebpf:"probe_hits"`
 	ProbeMode  *ebpf.Map `ebpf:"probe_mode"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	StackTops  *ebpf.Map `ebpf:"stack_tops"`
 	TargetTids *ebpf.Map `ebpf:"target_tids"`
 	Targets    *ebpf.Map `ebpf:"targets"`
 	TpHits     *ebpf.Map `ebpf:"tp_hits"`
@@ -200,6 +205,7 @@ func (m *profileMaps) Close() error {
 		m.ProbeHits,
 		m.ProbeMode,
 		m.Scratch,
+		m.StackTops,
 		m.TargetTids,
 		m.Targets,
 		m.TpHits,
@@ -224,6 +230,7 @@ type profileVariables struct {
 	SkipTgid       *ebpf.Variable `ebpf:"skip_tgid"`
 	TpPeriod       *ebpf.Variable `ebpf:"tp_period"`
 	UnusedSample   *ebpf.Variable `ebpf:"unused_sample"`
+	UseStackTops   *ebpf.Variable `ebpf:"use_stack_tops"`
 	UserModeCheck  *ebpf.Variable `ebpf:"user_mode_check"`
 	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

@@ -37,6 +37,11 @@ const (
 	// so starts with its parent's mappings. No stacks. (1 << 8 to 1 << 10
 	// are the off-CPU flags.)
 	FlagProcessFork = 1 << 11
+	// FlagWindowTop says the stack copy stopped at the thread's stack top
+	// as set by Sampler.SetStackTop (Config.StackTops): when the unwind
+	// of such a sample ends at the window, the top was wrong (the thread
+	// is new, or runs on another stack) and should be deleted.
+	FlagWindowTop = 1 << 12
 )
 
 // MaxStackWindow is the most bytes of user stack the BPF program can copy

@@ -79,6 +79,10 @@ type Config struct {
 	// and copies no fewer bytes (bench/window/sweep.sh; BENCHMARKS.md,
 	// "Whole user stacks"); kept to measure it again.
 	StackBoundByVMA bool
+	// StackTops ends the copy (CallGraphDWARF) at the top of the
+	// thread's stack once the caller has set it with Sampler.SetStackTop:
+	// a stack shorter than StackWindow then costs only its own bytes.
+	StackTops bool
 	// OffCPU, when not nil, also records the targets' off-CPU time
 	// (Samples with FlagOffCPU; bpf/offcpu.bpf.c). With OffCPU.Only no
 	// sampling event is opened.
@@ -334,6 +338,7 @@ func (s *Sampler) load() error {
 		{v.CallGraphDwarf, boolByte(s.cfg.CallGraph == CallGraphDWARF && runtime.GOARCH == "amd64")},
 		{v.MaxWindow, uint32(window)},
 		{v.BoundByVma, boolByte(s.cfg.StackBoundByVMA)},
+		{v.UseStackTops, boolByte(s.cfg.StackTops && s.cfg.CallGraph == CallGraphDWARF)},
 	}
 	if cg := s.cfg.Cgroup; cg != nil {
 		consts = append(consts, constValue{v.FilterCgroup, uint8(1)}, constValue{v.CgroupId, cg.ID},
