@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/gprofile/gprofile/internal/recorder"
 	"github.com/gprofile/gprofile/internal/testutil"
 )
@@ -176,6 +177,49 @@ func TestDwarfThread(t *testing.T) {
 	bin := testutil.BuildC(t, dwarfSrc+"thread.c", "-O2", "-g", "-fomit-frame-pointer", "-pthread")
 	out := dwarfProfile(t, bin, "1.5")
 	dwarfCheck(t, out, symComm(bin), "thr_spin", "clone3", "start_thread", "thr_mid", "thr_spin")
+}
+
+// TestDwarfStackTops: once a thread's whole stack has been unwound, its
+// samples copy the stack from sp up to its top only, not a whole window:
+// the thread workload's stack is under a kilobyte, and the window copied
+// past it to the unreadable page above the thread's stack (12 KiB a
+// sample, every copy, before tops were learned). None is cut by a learned
+// top.
+func TestDwarfStackTops(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, dwarfSrc+"thread.c", "-O2", "-g", "-fomit-frame-pointer", "-pthread")
+	path := filepath.Join(t.TempDir(), "thread.pb.gz")
+	if _, stderr, code := runGprofile(t, "-f", "999", "--call-graph", "dwarf", "-o", path, "--", bin, "2.5"); code != 0 {
+		t.Fatalf("gprofile: exit %d\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.ParseData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := ""
+	for _, c := range p.Comments {
+		if strings.HasPrefix(c, "user stack windows: ") {
+			line = c
+		}
+	}
+	var copied, per, byMax, faults, cut uint64
+	if _, err := fmt.Sscanf(line, "user stack windows: %d bytes copied (%d per sample), %d cut by the window size, %d ended at an unreadable page, %d stacks cut at a learned stack top",
+		&copied, &per, &byMax, &faults, &cut); err != nil {
+		t.Fatalf("comment %q: %v (all: %q)", line, err, p.Comments)
+	}
+	t.Logf("%s", line)
+	// Until the worker has built the first tables, samples go to it and
+	// teach no top: their copies run to the unreadable page.
+	if samples := copied / max(per, 1); per == 0 || per > 6144 || faults*4 > samples {
+		t.Errorf("%d bytes copied per sample, %d of %d samples' copies ran to the unreadable page above the stack; want at most 6144 and a quarter (the thread's stack top learned)", per, faults, samples)
+	}
+	if cut != 0 {
+		t.Errorf("%d stacks cut at a learned stack top, want 0", cut)
+	}
 }
 
 // TestDwarfDlopen: a library built without frame pointers and loaded

@@ -157,7 +157,7 @@ func openKernelLookup() (symbolize.KernelLookup, error) {
 // the event, frequency or period, CPUs, pids, tids and the cgroup.
 func sampleConfig(o *options) (attach.Config, error) {
 	cfg := attach.Config{FrequencyHz: o.freqHz, SoftwareEvent: o.swEvent, IncludeIdle: o.idle, Period: o.period, RingBytes: o.ringSize, ReportExits: true, Log: os.Stderr,
-		CallGraph: o.callGraph.mode, StackWindow: o.callGraph.window}
+		CallGraph: o.callGraph.mode, StackWindow: o.callGraph.window, StackTops: true}
 	if !o.self {
 		cfg.SkipPID = uint32(os.Getpid())
 	}
@@ -368,8 +368,8 @@ func comments(o *options, res *recorder.Result) []string {
 		lines = append(lines, line+"; a cut stack's root frame is "+recorder.TruncatedFrame)
 	}
 	if o.callGraph.mode == attach.CallGraphDWARF && res.Samples > 0 {
-		lines = append(lines, fmt.Sprintf("user stack windows: %d bytes copied (%d per sample), %d cut by the window size, %d ended at an unreadable page",
-			cn.WindowBytes, cn.WindowBytes/res.Samples, cn.WindowMax, cn.WindowFaults))
+		lines = append(lines, fmt.Sprintf("user stack windows: %d bytes copied (%d per sample), %d cut by the window size, %d ended at an unreadable page, %d stacks cut at a learned stack top",
+			cn.WindowBytes, cn.WindowBytes/res.Samples, cn.WindowMax, cn.WindowFaults, res.StackTopCuts))
 	}
 	return lines
 }

@@ -119,6 +119,10 @@ type Result struct {
 	// (attach.CallGraphDWARF) by the reason the unwind stopped, indexed
 	// by unwind.Stop (StopComplete: whole); StopSummary describes it.
 	UserStacks [unwind.NumStops]uint64
+	// StackTopCuts counts the samples (of UserStacks' window stops)
+	// whose copy a learned stack top cut (Sampling.StackTops): the
+	// thread's top is then forgotten.
+	StackTopCuts uint64
 }
 
 // A Recorder samples, symbolizes and aggregates one run: New opens it,
@@ -191,6 +195,9 @@ func New(cfg Config) (_ *Recorder, err error) {
 	u, deferred := unwind.New(unwind.Options{}), new(atomic.Int64)
 	r.us = newUserStacks(r.sym, u, deferred, false)
 	r.c.us = newUserStacks(r.sym, u, deferred, true)
+	if r.sampler != nil && cfg.Sampling.StackTops && cfg.Sampling.CallGraph == attach.CallGraphDWARF {
+		r.us.tops, r.us.top, r.us.tids = r.sampler, map[uint32]threadTop{}, map[uint32][]uint32{}
+	}
 	if slices.Contains(cfg.Labels, output.LabelCgroup) {
 		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {
 			return nil, err
@@ -280,7 +287,7 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 		r.c.agg = nil // handed over by intervals (endIntervals in collect)
 	}
 	res := Result{Aggregate: r.c.agg, Samples: r.c.samples, Start: r.start, Elapsed: elapsed, StreamErr: r.c.err,
-		UserStacks: addStops(r.us.stops, r.c.us.stops)}
+		UserStacks: addStops(r.us.stops, r.c.us.stops), StackTopCuts: r.us.topCuts}
 	if r.sampler != nil {
 		if res.Counters, err = r.sampler.Counters(); err != nil {
 			return Result{}, err

@@ -44,7 +44,37 @@ type userStacks struct {
 	procs    map[uint32]*codeProcess
 	stops    [unwind.NumStops]uint64 // samples by the reason their unwind stopped
 	defers   uint64                  // samples handed to the worker
+
+	// The reader's, with attach.Config.StackTops: the stack tops it
+	// learns from whole stacks and sets in the sampler (learnTop).
+	tops    stackTops
+	top     map[uint32]threadTop // by tid
+	tids    map[uint32][]uint32  // by pid: its tids in top, for forget
+	topCuts uint64               // samples cut by a top (FlagWindowTop), each top then deleted
 }
+
+// stackTops is where the reader puts the stack tops it learns
+// (attach.Sampler).
+type stackTops interface {
+	SetStackTop(tid uint32, top uint64) error
+	DeleteStackTop(tid uint32) error
+}
+
+// threadTop is what the reader knows of one thread's stack top.
+type threadTop struct {
+	top  uint64 // the address set in the sampler; 0: none
+	cuts int    // samples a top of the thread cut
+}
+
+// Bounds of the stack-top learning: the threads with a top (the sampler's
+// LRU map holds as many; past it the reader forgets its copies and
+// starts over), and the samples one thread may lose to a wrong top
+// before it is copied whole for good (a thread that switches stacks: Go
+// threads run goroutines on stacks of their own).
+const (
+	maxStackTops     = 16384
+	maxTopCutsPerTID = 2
+)
 
 // maxDeferredBytes bounds the stack windows copied for the worker and not
 // unwound yet: 8 MiB, about 800 windows of 10 KiB.
@@ -84,7 +114,7 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	// Into smp's own buffer (empty: no frame-pointer IPs with
 	// registers): a sample in the worker's queue owns its slices.
 	p.missing = false
-	ips, stop := us.u.Unwind(smp.UserIPs[:0], p, &regs, smp.Stack)
+	ips, stop, extent := us.u.UnwindExtent(smp.UserIPs[:0], p, &regs, smp.Stack)
 	if p.missing && us.deferred.Load()+int64(len(smp.Stack)) > maxDeferredBytes {
 		// Too much waits for the worker already: keep the frames found
 		// so far, cut (waiting here for the worker's lock or building a
@@ -97,6 +127,9 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 		return false
 	}
 	us.stops[stop]++
+	if us.tops != nil {
+		us.learnTop(smp, stop, extent)
+	}
 	if stop.Truncated() {
 		ips = append(ips, TruncatedIP)
 	}
@@ -104,9 +137,63 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	return true
 }
 
+// learnTop learns from one unwound sample the top of its thread's stack
+// (the sampler then copies no more than sp up to there): a whole stack
+// raises the thread's top to sp + extent (unwind.Unwinder.UnwindExtent);
+// a stack cut at the window after the copy stopped at the top
+// (attach.FlagWindowTop: a new thread with a reused tid, or one that
+// switched stacks) deletes it, so that the next samples are copied whole,
+// and after maxTopCutsPerTID such cuts the thread gets no top again.
+// Errors of the map updates leave the copy as it was (a whole window).
+func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, extent uint64) {
+	tid := smp.TID
+	if tid == 0 {
+		return
+	}
+	t, known := us.top[tid]
+	switch {
+	case stop == unwind.StopWindow && smp.Flags&attach.FlagWindowTop != 0:
+		us.topCuts++
+		if us.tops.DeleteStackTop(tid) != nil {
+			return
+		}
+		t.top = 0
+		t.cuts++
+	case stop == unwind.StopComplete && extent > 0:
+		top := smp.Regs[unwind.RegRSP] + extent
+		if t.cuts >= maxTopCutsPerTID || top <= t.top || us.tops.SetStackTop(tid, top) != nil {
+			return
+		}
+		t.top = top
+	default:
+		return
+	}
+	if !known {
+		if len(us.top) >= maxStackTops {
+			clear(us.top)
+			clear(us.tids)
+		}
+		us.tids[smp.PID] = append(us.tids[smp.PID], tid)
+	}
+	us.top[tid] = t
+}
+
 // forget drops what is cached about process pid: it exec'd (its
-// mappings changed) or exited.
-func (us *userStacks) forget(pid uint32) { delete(us.procs, pid) }
+// mappings changed) or exited. Its threads' stack tops go too (a new
+// program's stack, or a reused tid, is elsewhere).
+func (us *userStacks) forget(pid uint32) {
+	delete(us.procs, pid)
+	if us.tops == nil {
+		return
+	}
+	for _, tid := range us.tids[pid] {
+		if us.top[tid].top != 0 {
+			us.tops.DeleteStackTop(tid) // best effort: the LRU ages it out
+		}
+		delete(us.top, tid)
+	}
+	delete(us.tids, pid)
+}
 
 // StopSummary describes stops (samples by unwind.Stop) in one line, such
 // as "user stacks: 1980 complete, 20 cut (window 12, no-cfi 8)"; "" when

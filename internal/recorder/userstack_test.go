@@ -1,0 +1,116 @@
+package recorder
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/unwind"
+)
+
+// fakeTops is a sampler's stack_tops map (stackTops).
+type fakeTops struct {
+	m       map[uint32]uint64
+	sets    int
+	deletes int
+	fail    bool // SetStackTop fails
+}
+
+func (f *fakeTops) SetStackTop(tid uint32, top uint64) error {
+	if f.fail {
+		return errors.New("map full")
+	}
+	f.sets++
+	f.m[tid] = top
+	return nil
+}
+
+func (f *fakeTops) DeleteStackTop(tid uint32) error {
+	f.deletes++
+	delete(f.m, tid)
+	return nil
+}
+
+func topsUserStacks() (*userStacks, *fakeTops) {
+	f := &fakeTops{m: map[uint32]uint64{}}
+	return &userStacks{tops: f, top: map[uint32]threadTop{}, tids: map[uint32][]uint32{}}, f
+}
+
+func topSample(pid, tid uint32, sp uint64, flags uint32) *attach.Sample {
+	s := &attach.Sample{PID: pid, TID: tid, Flags: attach.FlagUserRegs | flags}
+	s.Regs[unwind.RegRSP] = sp
+	return s
+}
+
+// TestLearnTop: whole stacks raise a thread's top, cuts at the top
+// delete it and, after maxTopCutsPerTID of them, no top is set again; a
+// failed map update is retried; forget deletes a process's tops.
+func TestLearnTop(t *testing.T) {
+	us, f := topsUserStacks()
+	want := func(step string, m map[uint32]uint64) {
+		t.Helper()
+		if !maps.Equal(f.m, m) {
+			t.Fatalf("%s: sampler's tops %v, want %v", step, f.m, m)
+		}
+	}
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0x100)
+	want("whole stack", map[uint32]uint64{11: 0x7100})
+	us.learnTop(topSample(10, 11, 0x6f00, 0), unwind.StopComplete, 0x180)
+	want("a lower top", map[uint32]uint64{11: 0x7100})
+	if f.sets != 1 {
+		t.Errorf("%d map updates for a top no higher, want 1", f.sets)
+	}
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0x200)
+	want("a higher top", map[uint32]uint64{11: 0x7200})
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0)
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopWindow, 0)
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopNoCFI, 0)
+	want("no extent, a cut not at the top", map[uint32]uint64{11: 0x7200})
+
+	for cut := 1; cut <= maxTopCutsPerTID; cut++ {
+		us.learnTop(topSample(10, 11, 0x7000, attach.FlagWindowTop), unwind.StopWindow, 0)
+		want("cut at the top", map[uint32]uint64{})
+		if us.topCuts != uint64(cut) {
+			t.Fatalf("%d cuts counted, want %d", us.topCuts, cut)
+		}
+		us.learnTop(topSample(10, 11, 0x5000, 0), unwind.StopComplete, 0x300)
+		if cut < maxTopCutsPerTID {
+			want("relearnt after a cut", map[uint32]uint64{11: 0x5300})
+		} else {
+			want("after the last cut", map[uint32]uint64{})
+		}
+	}
+
+	f.fail = true
+	us.learnTop(topSample(10, 12, 0x9000, 0), unwind.StopComplete, 0x40)
+	f.fail = false
+	us.learnTop(topSample(10, 12, 0x9000, 0), unwind.StopComplete, 0x40)
+	us.learnTop(topSample(20, 21, 0xa000, 0), unwind.StopComplete, 0x40)
+	want("after a failed update", map[uint32]uint64{12: 0x9040, 21: 0xa040})
+	us.learnTop(topSample(0, 0, 0xb000, 0), unwind.StopComplete, 0x40)
+	want("the idle task", map[uint32]uint64{12: 0x9040, 21: 0xa040})
+
+	us.forget(10)
+	want("pid 10 forgotten", map[uint32]uint64{21: 0xa040})
+	if _, ok := us.top[11]; ok {
+		t.Errorf("thread 11 (cut) still known after its process was forgotten")
+	}
+	us.learnTop(topSample(10, 11, 0x5000, 0), unwind.StopComplete, 0x300)
+	want("a reused tid", map[uint32]uint64{11: 0x5300, 21: 0xa040})
+}
+
+// TestLearnTopBound: the reader's copy of the tops stays within
+// maxStackTops threads however many threads come.
+func TestLearnTopBound(t *testing.T) {
+	us, _ := topsUserStacks()
+	for tid := uint32(1); tid <= maxStackTops+100; tid++ {
+		us.learnTop(topSample(tid, tid, 0x7000, 0), unwind.StopComplete, 0x100)
+		if len(us.top) > maxStackTops || len(us.tids) > maxStackTops {
+			t.Fatalf("after %d threads: %d tops, %d pids; want at most %d", tid, len(us.top), len(us.tids), maxStackTops)
+		}
+	}
+	if len(us.top) == 0 {
+		t.Errorf("no tops kept")
+	}
+}
