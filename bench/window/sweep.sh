@@ -47,10 +47,16 @@ sysctl -qw kernel.bpf_stats_enabled=1
 # prog_stats PID: "run_time_ns run_cnt" summed over PID's perf_event programs.
 prog_stats() {
 	local ns=0 cnt=0 f
+	# Each fdinfo is read once: a file gprofile opens and closes meanwhile
+	# may take a program's fd number between two reads.
+	local info t c
 	for f in /proc/"$1"/fdinfo/*; do
-		grep -q '^prog_type:[[:space:]]*7$' "$f" 2>/dev/null || continue
-		ns=$((ns + $(awk '/^run_time_ns:/ {print $2}' "$f")))
-		cnt=$((cnt + $(awk '/^run_cnt:/ {print $2}' "$f")))
+		info=$(cat "$f" 2>/dev/null) || continue
+		grep -q '^prog_type:[[:space:]]*7$' <<<"$info" || continue
+		t=$(awk '/^run_time_ns:/ {print $2}' <<<"$info")
+		c=$(awk '/^run_cnt:/ {print $2}' <<<"$info")
+		ns=$((ns + ${t:-0}))
+		cnt=$((cnt + ${c:-0}))
 	done
 	echo "$ns $cnt"
 }
