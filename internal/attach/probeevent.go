@@ -67,6 +67,7 @@ func OpenProbeEvent(p Probe, verbose io.Writer) (*ProbeEvent, error) {
 	if _, err := os.Stat(filepath.Join(root, file)); errors.Is(err, fs.ErrNotExist) && file == "kprobe_events" {
 		return nil, fmt.Errorf("%s: %w", p.Spec, ErrNoKprobes)
 	}
+	removeStaleProbeEvents(filepath.Join(root, file), verbose)
 	e := &ProbeEvent{control: filepath.Join(root, file), group: "gprofile_" + strconv.Itoa(os.Getpid()),
 		name: fmt.Sprintf("p%d", probeEventSeq.Add(1)), pin: -1}
 	kind := "p"
@@ -100,6 +101,37 @@ func OpenProbeEvent(p Probe, verbose io.Writer) (*ProbeEvent, error) {
 		return nil, permissionError("open a system-wide counter on "+p.Spec, err)
 	}
 	return e, nil
+}
+
+// removeStaleProbeEvents removes from control (uprobe_events or
+// kprobe_events) the events of every group gprofile_PID whose process no
+// longer exists: a gprofile stat killed with SIGKILL could not remove
+// its own, and they would stay until reboot. Events of a live process,
+// and those the kernel will not remove (EBUSY: a counter is open on
+// them), stay. Best effort: what it removes is said on verbose.
+func removeStaleProbeEvents(control string, verbose io.Writer) {
+	b, err := os.ReadFile(control)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// "p:GROUP/EVENT TARGET" (r: for return probes)
+		def, _, _ := strings.Cut(line, " ")
+		_, event, ok := strings.Cut(def, ":")
+		group, name, ok2 := strings.Cut(event, "/")
+		pid, isOurs := strings.CutPrefix(group, "gprofile_")
+		if !ok || !ok2 || !isOurs {
+			continue
+		}
+		n, err := strconv.Atoi(pid)
+		if err != nil || n <= 0 || unix.Kill(n, 0) != unix.ESRCH {
+			continue
+		}
+		err = appendLine(control, "-:"+group+"/"+name)
+		if verbose != nil {
+			fmt.Fprintf(verbose, "tracefs: removed %s/%s, left by gprofile process %d, which is gone (err %v)\n", group, name, n, err)
+		}
+	}
 }
 
 // probeEventTarget returns the tracefs control file and the place of

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -288,5 +290,51 @@ func TestProbeNoKprobesError(t *testing.T) {
 	}
 	if !errors.Is(err, ErrNoKprobes) || errors.Is(err, ErrPermission) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Open(kprobe) = %v, want one line wrapping ErrNoKprobes", err)
+	}
+}
+
+// TestProbeEventRemovesStale: OpenProbeEvent removes the tracefs events
+// a gprofile process that is gone left behind (a SIGKILLed gprofile
+// stat), and leaves those of a live process.
+func TestProbeEventRemovesStale(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := buildProbed(t)
+	p, err := ParseProbe("uprobe:"+bin+":probed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := TracefsEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := filepath.Join(filepath.Dir(events), "uprobe_events")
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := fmt.Sprintf("gprofile_%d/stale", gone.Process.Pid)
+	const live = "gprofile_1/live" // pid 1 always runs
+	for _, ev := range []string{stale, live} {
+		if err := appendLine(control, fmt.Sprintf("p:%s %s:%#x", ev, bin, p.Sites[0].Offset)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { appendLine(control, "-:"+ev) })
+	}
+	e, err := OpenProbeEvent(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := os.ReadFile(control)
+	if cerr := e.Close(); cerr != nil {
+		t.Error(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(defs), stale+" ") {
+		t.Errorf("%s (its process is gone) is still defined:\n%s", stale, defs)
+	}
+	if !strings.Contains(string(defs), live+" ") {
+		t.Errorf("%s (pid 1 lives) was removed:\n%s", live, defs)
 	}
 }
