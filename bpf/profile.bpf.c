@@ -321,19 +321,26 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 	if (!s)
 		return 0;
 	__u64 want = max_window;
+	// A bound below want, 0 for none: the thread's stack top, the end of
+	// sp's VMA. Kept apart from want, which the verifier knows (a
+	// load-time constant): a loop whose chunk sizes depend on a value it
+	// does not know takes it many times longer to verify. The copy may
+	// run to the end of the page that holds the bound; what lies past it
+	// is not sent.
+	__u64 bound = 0;
 	if (use_stack_tops) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 		__u64 *top = bpf_map_lookup_elem(&stack_tops, &tid);
 		if (top && *top > sp && *top - sp < want) {
-			want = *top - sp;
+			bound = *top - sp;
 			s->flags |= FLAG_WINDOW_TOP;
 		}
 	}
 	if (bound_by_vma) {
 		__u64 end = 0;
 		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_end_cb, &end, 0) == 0 && end > sp) {
-			if (end - sp < want)
-				want = end - sp;
+			if (end - sp < want && (bound == 0 || end - sp < bound))
+				bound = end - sp;
 		} else {
 			s->flags |= FLAG_NO_VMA;
 		}
@@ -341,6 +348,8 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 	__u32 off = 0;
 	for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
 		if (off >= want || off >= MAX_WINDOW)
+			break;
+		if (bound != 0 && off >= bound)
 			break;
 		__u64 addr = sp + off;
 		__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
@@ -354,6 +363,8 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 		}
 		off += chunk;
 	}
+	if (bound != 0 && off > bound)
+		off = bound;
 	if (off >= max_window)
 		s->flags |= FLAG_WINDOW_MAX;
 	return off;

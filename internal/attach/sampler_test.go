@@ -354,13 +354,14 @@ func checkFollowsForks(t *testing.T, verbose *bytes.Buffer) {
 // object, create the ring buffer, open and attach the perf events and
 // tracepoints, enable, then close. With -benchtime 10x each op is a cold
 // open, as in a run; compare CPU with `-cpuprofile` or /usr/bin/time.
-// The dwarf case loads the stack-copy path too (bpf_find_vma and the
-// BTF-typed helpers are resolved by the kernel: no BTF is decoded here).
+// The dwarf case loads the stack-copy path too, bounded by the stack
+// tops as gprofile runs it (bpf_find_vma and the BTF-typed helpers are
+// resolved by the kernel: no BTF is decoded here).
 func BenchmarkOpenSampler(b *testing.B) {
 	testutil.RequirePrivileges(b)
 	for _, cg := range []CallGraph{CallGraphFP, CallGraphDWARF} {
 		b.Run(cg.String(), func(b *testing.B) {
-			benchOpenEnableClose(b, Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: cg, Log: io.Discard})
+			benchOpenEnableClose(b, Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: cg, StackTops: cg == CallGraphDWARF, Log: io.Discard})
 		})
 	}
 }
