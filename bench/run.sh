@@ -127,7 +127,10 @@ fi
 # Measure one binary throughout, even if bin/gprofile is rebuilt meanwhile.
 cp "$gprofile" "$work/gprofile"
 gprofile=$work/gprofile
-version=$(git describe --always --dirty 2>/dev/null || echo unknown)
+# The revision the binary was built from (its Go build info), which is
+# not the checkout's when GPROFILE names another build.
+version=$(go version -m "$gprofile" 2>/dev/null | awk '$1 == "build" && $2 ~ /^vcs\.revision=/ { r = substr($2, 14, 7) } $2 == "vcs.modified=true" { d = "-dirty" } END { if (r != "") print r d }')
+[ -n "$version" ] || version="$(git describe --always --dirty 2>/dev/null || echo unknown) (the checkout's: the binary has no VCS build info)"
 
 sysctl -qw kernel.bpf_stats_enabled=1
 
