@@ -270,12 +270,16 @@ func ringSize(hz uint64, ncpu int, recordBytes int) int {
 
 // recordBytes is the record size ringSize plans for: the largest with
 // frame pointers (two full stacks); with CallGraphDWARF, a header, a
-// typical kernel stack and a window of typical use (dwarfRecordBytes).
+// typical kernel stack and a window of typical use (dwarfRecordBytes, or
+// dwarfTopsRecordBytes when copies stop at the threads' stack tops).
 func (s *Sampler) recordBytes() int {
-	if s.cfg.CallGraph == CallGraphDWARF {
-		return dwarfRecordBytes
+	switch {
+	case s.cfg.CallGraph != CallGraphDWARF:
+		return offData + maxIPsBytes
+	case s.cfg.StackTops:
+		return dwarfTopsRecordBytes
 	}
-	return offData + maxIPsBytes
+	return dwarfRecordBytes
 }
 
 // dwarfRecordBytes is the record size ringSize plans for with
@@ -285,6 +289,13 @@ func (s *Sampler) recordBytes() int {
 // whole window for goroutine stacks, whose VMA is Go's heap): an 8 MiB
 // ring at 999 Hz on 2 CPUs, a quarter of a second of Go-heavy samples.
 const dwarfRecordBytes = 16 << 10
+
+// dwarfTopsRecordBytes is dwarfRecordBytes with Config.StackTops: 8 KiB,
+// twice the mean of a whole-system run with the tops learned (3.5-4.7 KB
+// a sample with C, Rust, Go and Node workloads; BENCHMARKS.md, "learned
+// stack tops"), so the ring (4 MiB at 999 Hz on 2 CPUs) holds at least
+// as long a reader stall as the 16 KiB plan did without them.
+const dwarfTopsRecordBytes = 8 << 10
 
 func (s *Sampler) load() error {
 	spec, err := loadProfile()
