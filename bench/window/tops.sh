@@ -27,31 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 src=$root/cmd/gprofile/testdata
-export PATH=$PATH:/usr/local/go/bin:$HOME/.cargo/bin
-gcc -O2 -g -fomit-frame-pointer -o "$work/chain" "$src/chain.c"
-gcc -O2 -g -fomit-frame-pointer -o "$work/qsort" "$src/dwarf/qsort.c"
-gcc -O2 -g -fomit-frame-pointer -o "$work/recurse" "$src/dwarf/recurse.c"
-gcc -O2 -g -fomit-frame-pointer -pthread -o "$work/thread" "$src/dwarf/thread.c"
-rustc -O -g -C force-frame-pointers=no --crate-name chainrs -o "$work/chainrs" "$src/dwarf/chain.rs"
-go build -o "$work/gowork" "$src/sym/gowork.go"
+. "$here/lib.sh"
+build_workloads "$src" "$work"
 sysctl -qw kernel.bpf_stats_enabled=1
-
-# prog_stats PID: "run_time_ns run_cnt" summed over PID's perf_event programs.
-prog_stats() {
-	local ns=0 cnt=0 f
-	# Each fdinfo is read once: a file gprofile opens and closes meanwhile
-	# may take a program's fd number between two reads.
-	local info t c
-	for f in /proc/"$1"/fdinfo/*; do
-		info=$(cat "$f" 2>/dev/null) || continue
-		grep -q '^prog_type:[[:space:]]*7$' <<<"$info" || continue
-		t=$(awk '/^run_time_ns:/ {print $2}' <<<"$info")
-		c=$(awk '/^run_cnt:/ {print $2}' <<<"$info")
-		ns=$((ns + ${t:-0}))
-		cnt=$((cnt + ${c:-0}))
-	done
-	echo "$ns $cnt"
-}
 
 echo "| workload | gprofile | stack bytes/sample | in-kernel ns/run | user stacks (complete, cut) | cut at a learned top | gprofile CPU s | peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|"
