@@ -93,6 +93,19 @@ func runDWARF(t *testing.T, pid int, byVMA bool, fn func(*Sample)) Counters {
 	return c
 }
 
+// startSpin builds testdata/spin.c without frame pointers and starts it
+// spinning in user mode for 20 s; the test's cleanup kills it.
+func startSpin(t *testing.T) (bin string, cmd *exec.Cmd) {
+	t.Helper()
+	bin = testutil.BuildC(t, "testdata/spin.c", "-O2", "-fomit-frame-pointer")
+	cmd = exec.Command(bin, "20")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return bin, cmd
+}
+
 // TestSamplerDWARFUser samples a workload spinning in user mode with
 // CallGraphDWARF: every sample has the user registers (ip in the
 // executable, sp in [stack]), a window from sp to the end of the stack
@@ -104,12 +117,7 @@ func runDWARF(t *testing.T, pid int, byVMA bool, fn func(*Sample)) Counters {
 // address into the executable, and no frame-pointer IPs.
 func TestSamplerDWARFUser(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fomit-frame-pointer")
-	cmd := exec.Command(bin, "20")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	bin, cmd := startSpin(t)
 	maps := readMapsLoaded(t, cmd.Process.Pid)
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
 	if err != nil {
@@ -224,12 +232,7 @@ func TestSamplerDWARFKernel(t *testing.T) {
 // whole window back.
 func TestSamplerStackTops(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fomit-frame-pointer")
-	cmd := exec.Command(bin, "20")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	_, cmd := startSpin(t)
 	pid := uint32(cmd.Process.Pid)
 	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{pid}, CallGraph: CallGraphDWARF, StackTops: true})
 	if err != nil {
