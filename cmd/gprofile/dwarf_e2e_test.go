@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/pprof/profile"
 	"github.com/gprofile/gprofile/internal/recorder"
 	"github.com/gprofile/gprofile/internal/testutil"
 )
@@ -192,14 +191,7 @@ func TestDwarfStackTops(t *testing.T) {
 	if _, stderr, code := runGprofile(t, "-f", "999", "--call-graph", "dwarf", "-o", path, "--", bin, "2.5"); code != 0 {
 		t.Fatalf("gprofile: exit %d\n%s", code, stderr)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parseProfileFile(t, path)
 	line := ""
 	for _, c := range p.Comments {
 		if strings.HasPrefix(c, "user stack windows: ") {
