@@ -291,10 +291,11 @@ func (s *Sampler) recordBytes() int {
 const dwarfRecordBytes = 16 << 10
 
 // dwarfTopsRecordBytes is dwarfRecordBytes with Config.StackTops: 8 KiB,
-// twice the mean of a whole-system run with the tops learned (3.5-4.7 KB
-// a sample with C, Rust, Go and Node workloads; BENCHMARKS.md, "learned
-// stack tops"), so the ring (4 MiB at 999 Hz on 2 CPUs) holds at least
-// as long a reader stall as the 16 KiB plan did without them.
+// about twice the mean record of a whole-system run once the tops are
+// learned (BENCHMARKS.md, "learned stack tops": bench/window/tops.sh and
+// gprofile -a beside its workloads), so the ring (4 MiB at 999 Hz on 2
+// CPUs) holds at least as long a reader stall as the 16 KiB plan did
+// without them.
 const dwarfTopsRecordBytes = 8 << 10
 
 func (s *Sampler) load() error {
