@@ -339,8 +339,10 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 	if (bound_by_vma) {
 		__u64 end = 0;
 		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_end_cb, &end, 0) == 0 && end > sp) {
-			if (end - sp < want && (bound == 0 || end - sp < bound))
+			if (end - sp < want && (bound == 0 || end - sp < bound)) {
 				bound = end - sp;
+				s->flags &= ~FLAG_WINDOW_TOP; // the VMA, not the top, ends the copy
+			}
 		} else {
 			s->flags |= FLAG_NO_VMA;
 		}
