@@ -185,23 +185,37 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 	if err := s.Enable(); err != nil {
 		return err
 	}
+	// With the ring's fd in the network poller (ringWait), ReadInto never
+	// blocks (a deadline in the past); without it ReadInto waits.
+	w, werr := newRingWait(s.objs.Events)
+	if werr != nil {
+		s.verbosef("gprofile: %v; waiting in epoll_wait\n", werr)
+	} else {
+		defer w.close()
+		s.reader.SetDeadline(time.Unix(1, 0))
+	}
 	stopped, done := make(chan struct{}), make(chan struct{})
 	defer func() { close(stopped); <-done }()
 	go func() {
 		defer close(done)
-		s.watch(ctx, stopped)
+		s.watch(ctx, stopped, w)
 	}()
 	var rec ringbuf.Record
 	var smp Sample
+	ready := func() bool { return s.reader.AvailableBytes() > 0 }
 	for {
 		// The deadline only bounds a wait, and ReadInto waits only when
 		// the ring is empty: a fresh one then, not a clock read per record.
 		// (A record that lands after the check ends the wait at once.)
-		if s.reader.AvailableBytes() == 0 {
+		if !ready() {
 			if idle != nil {
 				idle()
 			}
-			s.reader.SetDeadline(time.Now().Add(pollInterval))
+			if w != nil {
+				w.wait(pollInterval, ready)
+			} else {
+				s.reader.SetDeadline(time.Now().Add(pollInterval))
+			}
 		}
 		err := s.reader.ReadInto(&rec)
 		switch {
@@ -222,10 +236,11 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 }
 
 // watch runs beside Run's reader until ctx is done, when it stops the
-// off-CPU programs, disables the events and ends the reader's wait, or
+// off-CPU programs, disables the events and ends the reader's wait (w's
+// too, when not nil), or
 // until stopped closes. Every hotplugInterval it follows CPU hotplug
 // (checkCPUs) when there is an event per CPU.
-func (s *Sampler) watch(ctx context.Context, stopped <-chan struct{}) {
+func (s *Sampler) watch(ctx context.Context, stopped <-chan struct{}, w *ringWait) {
 	var tick <-chan time.Time
 	if s.perCPU() {
 		t := time.NewTicker(hotplugInterval)
@@ -240,6 +255,9 @@ func (s *Sampler) watch(ctx context.Context, stopped <-chan struct{}) {
 			}
 			s.setEnabled(false)
 			s.reader.Flush()
+			if w != nil {
+				w.wake()
+			}
 			return
 		case <-stopped:
 			return
