@@ -225,9 +225,18 @@ type codeProcess struct {
 	sym     *symbolize.Symbolizer
 	u       *unwind.Unwinder
 	pid     uint32
-	objs    []symbolize.CodeObject // looked up so far, most recent last
-	how     symbolize.CodeLookup   // CodeTry (reader) or CodeRead (worker)
-	missing bool                   // the walk stopped for a binary not read, a busy lock or a table not built
+	objs    []codeObject         // looked up so far, most recent last
+	how     symbolize.CodeLookup // CodeTry (reader) or CodeRead (worker)
+	missing bool                 // the walk stopped for a binary not read, a busy lock or a table not built
+}
+
+// codeObject is one mapping of a codeProcess: the symbolizer's
+// description, and the unwinder's with its table once built (Object.Table:
+// the walk then skips the table cache's lookup, a hash of the key under a
+// lock, on every frame).
+type codeObject struct {
+	start, limit uint64
+	obj          unwind.Object
 }
 
 // maxCodeObjects bounds codeProcess.objs: a process's stacks touch a few
@@ -239,9 +248,9 @@ const maxCodeObjects = 32
 // read, lock busy) or whose table is not built yet ends the walk (as no
 // object) and sets missing; with CodeRead nothing does.
 func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
-	var c *symbolize.CodeObject
+	var c *codeObject
 	for i := len(p.objs) - 1; i >= 0; i-- {
-		if o := &p.objs[i]; pc >= o.Start && pc < o.Limit {
+		if o := &p.objs[i]; pc >= o.start && pc < o.limit {
 			c = o
 			break
 		}
@@ -257,15 +266,17 @@ func (p *codeProcess) Object(pc uint64) (unwind.Object, bool) {
 		if len(p.objs) == maxCodeObjects {
 			p.objs = append(p.objs[:0], p.objs[1:]...)
 		}
-		p.objs = append(p.objs, co)
+		p.objs = append(p.objs, codeObject{start: co.Start, limit: co.Limit, obj: unwindObject(&co)})
 		c = &p.objs[len(p.objs)-1]
 	}
-	o := unwindObject(c)
-	if p.how == symbolize.CodeTry && !p.u.HasTable(o) {
-		p.missing = true
-		return unwind.Object{}, false
+	if c.obj.Table == nil && c.obj.Kind != unwind.KindJIT {
+		if p.how == symbolize.CodeTry && !p.u.HasTable(c.obj) {
+			p.missing = true
+			return unwind.Object{}, false
+		}
+		c.obj.Table = p.u.Table(c.obj) // built (CodeTry) or built now (CodeRead)
 	}
-	return o, true
+	return c.obj, true
 }
 
 // unwindObject turns the symbolizer's description of a mapping into the

@@ -3,9 +3,12 @@ package recorder
 import (
 	"errors"
 	"maps"
+	"os"
+	"reflect"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/attach"
+	"github.com/gprofile/gprofile/internal/symbolize"
 	"github.com/gprofile/gprofile/internal/unwind"
 )
 
@@ -112,5 +115,40 @@ func TestLearnTopBound(t *testing.T) {
 	}
 	if len(us.top) == 0 {
 		t.Errorf("no tops kept")
+	}
+}
+
+// TestCodeProcessKeepsTable: a codeProcess hands the unwinder each
+// object with its table once built, the same table on every later
+// lookup; the reader's (CodeTry) reports a table not built as missing
+// rather than build it, and takes it once another goroutine has.
+func TestCodeProcessKeepsTable(t *testing.T) {
+	sym, err := symbolize.New(symbolize.Options{KallsymsPath: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sym.Close()
+	u := unwind.New(unwind.Options{})
+	pid := uint32(os.Getpid())
+	pc := uint64(reflect.ValueOf(TestCodeProcessKeepsTable).Pointer())
+
+	reader := &codeProcess{sym: sym, u: u, pid: pid, how: symbolize.CodeTry}
+	if _, ok := reader.Object(pc); ok || !reader.missing {
+		t.Fatalf("reader: Object before any table was built: ok %v, missing %v; want false, true", ok, reader.missing)
+	}
+	worker := &codeProcess{sym: sym, u: u, pid: pid, how: symbolize.CodeRead}
+	o, ok := worker.Object(pc)
+	if !ok || o.Table == nil || !o.Table.HasCFI() {
+		t.Fatalf("worker: Object = %+v, %v; want this binary with its table", o, ok)
+	}
+	reader.missing = false
+	r1, ok1 := reader.Object(pc)
+	r2, ok2 := reader.Object(pc + 1)
+	if !ok1 || !ok2 || reader.missing || r1.Table != o.Table || r2.Table != o.Table {
+		t.Errorf("reader after the build: tables %p, %p (ok %v, %v, missing %v); want the worker's %p twice",
+			r1.Table, r2.Table, ok1, ok2, reader.missing, o.Table)
+	}
+	if len(reader.objs) != 1 {
+		t.Errorf("reader holds %d objects for one mapping", len(reader.objs))
 	}
 }

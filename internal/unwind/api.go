@@ -54,6 +54,12 @@ type Object struct {
 	Path string
 	// Kind says how to unwind the object's frames.
 	Kind ObjectKind
+	// Table, when not nil, is the object's table as Unwinder.Table
+	// returned it: a Process that keeps it spares the walk a lookup in
+	// the Unwinder's table cache on every frame. A table the cache has
+	// since evicted still unwinds (tables are immutable); the Process
+	// decides how long it holds one.
+	Table *Table
 }
 
 // Process maps a pc of one process to the object that holds it.

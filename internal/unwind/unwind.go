@@ -158,8 +158,8 @@ func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byt
 		if !ok {
 			return dst, StopNoObject, 0
 		}
-		var tab *Table
-		if obj.Kind != KindJIT {
+		tab := obj.Table
+		if tab == nil && obj.Kind != KindJIT {
 			if key := cacheKey(obj); lastTab == nil || key != lastKey {
 				lastTab, lastKey = u.Table(obj), key
 			}
