@@ -115,5 +115,4 @@ func TestRingWait(t *testing.T) {
 	if got := time.Since(start); got > time.Second {
 		t.Errorf("a wait after wake took %v; want none", got)
 	}
-
 }

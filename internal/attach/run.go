@@ -204,8 +204,8 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 	var smp Sample
 	ready := func() bool { return s.reader.AvailableBytes() > 0 }
 	for {
-		// The deadline only bounds a wait, and ReadInto waits only when
-		// the ring is empty: a fresh one then, not a clock read per record.
+		// Wait only when the ring is empty: in ringWait, or (without it)
+		// in ReadInto with a fresh deadline, not a clock read per record.
 		// (A record that lands after the check ends the wait at once.)
 		if !ready() {
 			if idle != nil {

@@ -230,8 +230,9 @@ type codeProcess struct {
 	missing bool                 // the walk stopped for a binary not read, a busy lock or a table not built
 }
 
-// codeObject is one mapping of a codeProcess: the symbolizer's
-// description, and the unwinder's with its table once built (Object.Table:
+// codeObject is one mapping of a codeProcess: its bounds [start, limit)
+// (process addresses, from the symbolizer's CodeObject) and the
+// unwinder's description of it, with its table once built (Object.Table:
 // the walk then skips the table cache's lookup, a hash of the key under a
 // lock, on every frame).
 type codeObject struct {
