@@ -1,8 +1,10 @@
 package dwarfline
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,7 +22,8 @@ const DefaultSectionCacheBytes = 256 << 20
 // next run reads glibc's .debug_info instead of inflating it again
 // (objfile's BenchmarkSectionCacheLibc: inflate against cache). For a
 // section inflated on demand it keeps the prefix inflated so far, which
-// a later run extends. It is a cache: every failure to read or write it
+// a later run reads a page at a time as lookups need it (after checking
+// its CRC-32C once) and extends. It is a cache: every failure to read or write it
 // is a miss, and a file whose header or CRC-32C does not check out is
 // ignored. Files are written whole under a temporary name and renamed.
 //
@@ -94,35 +97,81 @@ func (s *cacheSlot) load(out []byte) int {
 	return int(n)
 }
 
+// open opens the slot's entry for a section of total bytes, checks its
+// header and the CRC-32C of its prefix (reading it through once, not
+// keeping it) and returns the file and the prefix's length, which starts
+// at cacheHeaderLen in it: nil and 0 on a miss.
+func (s *cacheSlot) open(total int) (*os.File, int) {
+	if s == nil {
+		return nil, 0
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, 0
+	}
+	var hdr [cacheHeaderLen]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:8]) != cacheMagic {
+		f.Close()
+		return nil, 0
+	}
+	le := binary.LittleEndian
+	size, n, sum := le.Uint64(hdr[8:]), le.Uint64(hdr[16:]), le.Uint32(hdr[24:])
+	if size != uint64(total) || n > size || n == 0 {
+		f.Close()
+		return nil, 0
+	}
+	h := crc32.New(castagnoli)
+	if got, _ := io.Copy(h, io.NewSectionReader(f, cacheHeaderLen, int64(n))); uint64(got) != n || h.Sum32() != sum {
+		f.Close()
+		return nil, 0
+	}
+	now := time.Now()
+	os.Chtimes(s.path, now, now) // recently used: evicted last
+	return f, int(n)
+}
+
 // save writes prefix, the first bytes of a section of total bytes, as
-// the slot's entry, then trims the cache to its bound. Failures are
-// ignored: the next run inflates again.
+// the slot's entry (see saveFrom).
 func (s *cacheSlot) save(prefix []byte, total int) {
-	if s == nil || len(prefix) == 0 {
-		return
+	if len(prefix) > 0 {
+		s.saveFrom(bytes.NewReader(prefix), len(prefix), total)
+	}
+}
+
+// saveFrom writes the n bytes of r, the first bytes of a section of
+// total bytes, as the slot's entry, then trims the cache to its bound,
+// and reports whether it did. Failures are ignored (the next run
+// inflates again), and a reader that gives fewer than n bytes writes
+// nothing.
+func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
+	if s == nil || n <= 0 {
+		return false
 	}
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
+		return false
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return
+		return false
 	}
+	h := crc32.New(castagnoli)
+	_, err1 := tmp.Seek(cacheHeaderLen, io.SeekStart)
+	got, err2 := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, int64(n)))
 	var hdr [cacheHeaderLen]byte
 	copy(hdr[:], cacheMagic)
 	le := binary.LittleEndian
 	le.PutUint64(hdr[8:], uint64(total))
-	le.PutUint64(hdr[16:], uint64(len(prefix)))
-	le.PutUint32(hdr[24:], crc32.Checksum(prefix, castagnoli))
-	_, err1 := tmp.Write(hdr[:])
-	_, err2 := tmp.Write(prefix)
-	err3 := tmp.Close()
-	if err1 != nil || err2 != nil || err3 != nil || os.Rename(tmp.Name(), s.path) != nil {
+	le.PutUint64(hdr[16:], uint64(n))
+	le.PutUint32(hdr[24:], h.Sum32())
+	_, err3 := tmp.WriteAt(hdr[:], 0)
+	err4 := tmp.Close()
+	if err1 != nil || err2 != nil || got != int64(n) || err3 != nil || err4 != nil || os.Rename(tmp.Name(), s.path) != nil {
 		os.Remove(tmp.Name())
-		return
+		return false
 	}
 	s.c.trim()
+	return true
 }
 
 // trim removes the files used least recently (by modification time,

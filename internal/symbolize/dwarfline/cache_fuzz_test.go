@@ -12,7 +12,8 @@ import (
 // FuzzSectionCacheLoad: whatever bytes a cache file holds (a torn write,
 // another program's file, a hostile user's), load returns a prefix length
 // within the section whose bytes are the file's and check out against the
-// header's CRC-32C, or 0; and what save writes, load reads back.
+// header's CRC-32C, or 0; open agrees with load; and what save writes,
+// load reads back.
 func FuzzSectionCacheLoad(f *testing.F) {
 	valid := func(total uint64, prefix []byte) []byte {
 		var hdr [cacheHeaderLen]byte
@@ -49,6 +50,17 @@ func FuzzSectionCacheLoad(f *testing.F) {
 				le.Uint64(file[8:]) != uint64(total) || le.Uint64(file[16:]) != uint64(n) ||
 				crc32.Checksum(out[:n], castagnoli) != le.Uint32(file[24:]) {
 				t.Fatalf("load = %d: not the file's checked prefix", n)
+			}
+		}
+		// open checks the same, and its file holds the prefix.
+		if of, on := s.open(int(total)); on != n || (of == nil) != (n == 0) {
+			t.Fatalf("open = %d (file %v), load = %d", on, of != nil, n)
+		} else if of != nil {
+			got := make([]byte, on)
+			_, err := of.ReadAt(got, cacheHeaderLen)
+			of.Close()
+			if err != nil || !bytes.Equal(got, out[:n]) {
+				t.Fatalf("open's file does not hold load's prefix (%v)", err)
 			}
 		}
 		// What save writes, load reads back whole.

@@ -20,10 +20,10 @@ type attrVal struct {
 }
 
 // newDIEReader returns a reader of u's DIEs positioned at off; false
-// when u's root DIE is unreadable or off is not in u.
+// when u's root DIE or the rest of it is unreadable or off is not in u.
 func (d *Data) newDIEReader(u *unit, off uint64) (dieReader, bool) {
 	r := d.rootOf(u)
-	if !r.ok || off < u.dieOff || off > u.end {
+	if !r.ok || off < u.dieOff || off > u.end || !d.unitBody(u) {
 		return dieReader{}, false
 	}
 	return dieReader{d: d, u: u, abbrevs: r.abbrevs, b: dbuf{data: d.info[:u.end], off: int(off), big: d.big}}, true

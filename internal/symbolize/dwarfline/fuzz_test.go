@@ -76,19 +76,35 @@ func lazyFrom(t *testing.T, plain []byte, step int) *lazySection {
 	return &lazySection{buf: make([]byte, len(plain)), zr: flate.NewReader(bytes.NewReader(z[2:])), step: step}
 }
 
+// pagedFrom returns plain as a section read on demand from memory, a
+// sectionPage at a time (the caller sets sectionPage).
+func pagedFrom(t *testing.T, plain []byte, _ int) *lazySection {
+	return &lazySection{buf: make([]byte, len(plain)), src: bytes.NewReader(plain), paged: len(plain), avail: len(plain)}
+}
+
 // FuzzLazyDWARFLines runs the line reader over sections whose
 // .debug_info, .debug_abbrev and .debug_line are inflated on demand (in
-// steps of 1-64 bytes, so that every read ends near a step), with and
-// without .debug_aranges. Without it, the answers must equal those of
-// the reader given whole sections.
+// steps of 1-64 bytes, so that every read ends near a step), or, when
+// step's high bit is set, read on demand in pages of 1-64 bytes, with
+// and without .debug_aranges. Without it, the answers must equal those
+// of the reader given whole sections.
 func FuzzLazyDWARFLines(f *testing.F) {
 	d := dwarfSeed(f)
 	f.Add(d["abbrev"], d["info"], d["line"], d["str"], d["aranges"], uint64(0x401000), uint8(7))
 	f.Add(d["abbrev"], d["info"], d["line"], d["str"], []byte(nil), uint64(0x401010), uint8(1))
+	f.Add(d["abbrev"], d["info"], d["line"], d["str"], d["aranges"], uint64(0x401000), uint8(0x80|5))
+	f.Add(d["abbrev"], d["info"], d["line"], d["str"], []byte(nil), uint64(0x401010), uint8(0x80|16))
 	f.Fuzz(func(t *testing.T, abbrev, info, line, str, aranges []byte, pc uint64, step uint8) {
 		data := map[string][]byte{"abbrev": abbrev, "info": info, "line": line, "str": str, "aranges": aranges}
 		n := int(step%64) + 1
-		lazy := &Data{InfoZ: lazyFrom(t, info, n), AbbrevZ: lazyFrom(t, abbrev, n), LineZ: lazyFrom(t, line, n)}
+		from := lazyFrom
+		if step&0x80 != 0 {
+			old := sectionPage
+			sectionPage = n
+			defer func() { sectionPage = old }()
+			from = pagedFrom
+		}
+		lazy := &Data{InfoZ: from(t, info, n), AbbrevZ: from(t, abbrev, n), LineZ: from(t, line, n)}
 		lazyData := maps.Clone(data)
 		lazyData["info"], lazyData["abbrev"], lazyData["line"] = lazy.InfoZ.buf, lazy.AbbrevZ.buf, lazy.LineZ.buf
 		ld, wd := lazy.init(lazyData), dwarfFromSections(data)

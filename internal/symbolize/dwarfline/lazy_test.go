@@ -41,7 +41,7 @@ func TestLazySectionPrefix(t *testing.T) {
 		s := &elf.Section{SectionHeader: elf.SectionHeader{Name: ".debug_info", Type: elf.SHT_PROGBITS,
 			Flags: elf.SHF_COMPRESSED, FileSize: uint64(len(file)), Size: uint64(len(plain))}}
 		lr := elfio.NewReaderAt(bytes.NewReader(file), 1<<30)
-		got, err := dwarfSectionData(lr, f, s, 1<<30, true, nil)
+		got, err := dwarfSectionData(lr, f, s, 1<<30, true, nil, nil)
 		if err != nil || got.lazy == nil {
 			t.Fatalf("dwarfSectionData: lazy %v, err %v", got.lazy != nil, err)
 		}
@@ -52,8 +52,8 @@ func TestLazySectionPrefix(t *testing.T) {
 	defer func() { lazySectionMin = old }()
 
 	s := sec(raw)
-	if got := s.prefix(10); got != lazyInflateStep {
-		t.Errorf("prefix(10) made %d bytes valid, want one step (%d)", got, lazyInflateStep)
+	if got := s.prefix(10); got != 10 || s.valid() != lazyInflateStep {
+		t.Errorf("prefix(10) = %d and made %d bytes valid, want 10 and one step (%d)", got, s.valid(), lazyInflateStep)
 	}
 	if got := s.prefix(uint64(3*lazyInflateStep + 1)); got != 3*lazyInflateStep+1 || s.complete() {
 		t.Errorf("prefix(3 steps + 1) = %d, complete %v; want exactly that, not complete", got, s.complete())
@@ -102,22 +102,24 @@ func TestLazyDWARFMatchesWhole(t *testing.T) {
 	if got := x.Lines(first); len(got) == 0 || got[len(got)-1].Function != "f0_0" {
 		t.Fatalf("lines(f0_0) = %+v", got)
 	}
-	if !x.partial || d.InfoZ.complete() || d.InfoZ.avail > len(d.info)/2 {
+	if !x.partial || d.InfoZ.complete() || d.InfoZ.valid() > len(d.info)/2 {
 		t.Errorf("after one lookup in the first unit: partial index %v, %d of %d bytes of .debug_info inflated; want a partial index and under half",
-			x.partial, d.InfoZ.avail, len(d.info))
+			x.partial, d.InfoZ.valid(), len(d.info))
 	}
 
 	// Every function start and a few addresses inside: the same answers.
 	checkAllLines(t, f, ref, x)
 
-	// An address no unit holds completes the index and the inflation.
+	// An address no unit holds completes the index: every unit header
+	// is read (inflating the section through the last one).
 	d = load()
 	x = NewTable(d)
 	if got := x.Lines(1); got != nil {
 		t.Errorf("lines(1) = %v, want none", got)
 	}
-	if x.partial || !d.InfoZ.complete() {
-		t.Errorf("after a miss: partial %v, .debug_info complete %v; want the whole index", x.partial, d.InfoZ.complete())
+	if last := d.units[len(d.units)-1]; x.partial || !d.allUnits || d.InfoZ.valid() < int(last.dieOff) {
+		t.Errorf("after a miss: partial %v, every header read %v, %d bytes inflated; want the whole index, through the last header at %d",
+			x.partial, d.allUnits, d.InfoZ.valid(), last.off)
 	}
 	if got, want := fmt.Sprint(x.Lines(first)), fmt.Sprint(ref.Lines(first)); got != want {
 		t.Errorf("after a miss, lines(f0_0) = %s, want %s", got, want)
@@ -250,8 +252,43 @@ func TestLazyUncompressedMatchesWhole(t *testing.T) {
 	if got := x.Lines(first); len(got) == 0 || got[len(got)-1].Function != "f0_0" {
 		t.Fatalf("lines(f0_0) = %+v", got)
 	}
-	if d.InfoZ.complete() || d.InfoZ.avail > len(d.info)/2 {
-		t.Errorf("after one lookup in the first unit: %d of %d bytes of .debug_info read; want under half", d.InfoZ.avail, len(d.info))
+	if d.InfoZ.complete() || d.InfoZ.valid() > len(d.info)/2 {
+		t.Errorf("after one lookup in the first unit: %d of %d bytes of .debug_info read; want under half", d.InfoZ.valid(), len(d.info))
+	}
+	checkAllLines(t, f, ref, x)
+}
+
+// TestLazyUncompressedOutlivesFile: a binary's uncompressed sections are
+// read a page at a time through a descriptor of their own, so lookups
+// made after the caller has closed the file it gave Load (as
+// objfile.Load's callers do) still find every line, and a lookup in the
+// last unit reads its pages, not the headers before it.
+func TestLazyUncompressedOutlivesFile(t *testing.T) {
+	bin, f, ref := buildManyUnitsDWARF(t, false)
+	oldMin := lazySectionMin
+	lazySectionMin = 0
+	t.Cleanup(func() { lazySectionMin = oldMin })
+	file, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, lr, err := elfio.OpenELF(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Load(ef, lr, nil)
+	file.Close()
+	if d == nil || d.InfoZ == nil || d.InfoZ.paged != len(d.info) {
+		t.Fatalf("Load: %v; want .debug_info read a page at a time", d != nil)
+	}
+	x := NewTable(d)
+	if got := x.Lines(symtest.ElfSymbol(t, bin, "f39_5").Value); len(got) == 0 || got[len(got)-1].Function != "f39_5" {
+		t.Fatalf("lines(f39_5) after the file was closed = %+v", got)
+	}
+	// The first unit's header (read by Load) and the last unit's page
+	// or two: not the headers between (a unit is well under a page).
+	if got := d.InfoZ.valid(); got > 3*sectionPage || len(d.info) < 5*sectionPage {
+		t.Errorf("one lookup in the last unit read %d of %d bytes of .debug_info; want at most 3 pages of %d", got, len(d.info), sectionPage)
 	}
 	checkAllLines(t, f, ref, x)
 }

@@ -63,14 +63,14 @@ func (d *Data) readLineProgram(u *unit, off uint64, compDir string, scratch *[]l
 // readHeader reads the header at off; false when it is corrupt.
 func (p *lineProgram) readHeader(d *Data, off uint64) bool {
 	b := &p.b
-	*b = dbuf{data: d.line[:validPrefix(d.LineZ, d.line, off+12)], off: int(off), big: d.big}
+	*b = dbuf{data: d.line[:validSpan(d.LineZ, d.line, off, off+12)], off: int(off), big: d.big}
 	n, dwarf64 := b.unitLength()
 	if b.bad || n > uint64(len(d.line)-b.off) {
 		return false
 	}
 	p.dwarf64 = dwarf64
 	p.endOff = b.off + int(n)
-	if validPrefix(d.LineZ, d.line, uint64(p.endOff)) < p.endOff {
+	if validSpan(d.LineZ, d.line, off, uint64(p.endOff)) < p.endOff {
 		return false // the stream is corrupt inside the program
 	}
 	b.data = d.line[:p.endOff]

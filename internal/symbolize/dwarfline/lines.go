@@ -3,6 +3,7 @@ package dwarfline
 import (
 	"cmp"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -86,6 +87,7 @@ func NewTable(d *Data) *Table {
 // Lines returns the source lines of pc, innermost first; see
 // Binary.Lines.
 func (x *Table) Lines(pc uint64) []srcline.Line {
+	defer runtime.KeepAlive(x.D) // its sections' buffers, while lines are read from them
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.indexed {
@@ -249,6 +251,7 @@ func (x *Table) Preload(pcs []uint64, workers int) {
 	var wg sync.WaitGroup
 	for range min(workers, len(todo)) {
 		wg.Go(func() {
+			defer runtime.KeepAlive(x.D)
 			u := newUnitLoader(x.D)
 			for cu := range work {
 				cu.once.Do(func() { u.loadUnit(cu) })

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
@@ -69,6 +70,9 @@ func Load(f *elf.File, lr *elfio.ReaderAt, cache *SectionCache) (d *Data) {
 	if cache != nil {
 		id = elfio.BuildID(f)
 	}
+	// Sections read a page at a time from the file need a reader that
+	// outlives it (objfile.Load's caller closes the file when Load returns).
+	retain := sync.OnceValue(lr.Retain)
 	for name, s := range secs {
 		go func() {
 			r := result{name: name}
@@ -79,7 +83,7 @@ func Load(f *elf.File, lr *elfio.ReaderAt, cache *SectionCache) (d *Data) {
 				results <- r
 			}()
 			slot := cache.slot(id, name, s.FileSize)
-			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes, slices.Contains(lazySections, name), slot)
+			r.data, r.err = dwarfSectionData(lr, f, s, maxDWARFBytes, slices.Contains(lazySections, name), slot, retain)
 		}()
 	}
 	data := make(map[string][]byte, len(secs))

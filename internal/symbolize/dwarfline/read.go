@@ -48,10 +48,12 @@ const (
 
 // Data is the DWARF of one binary: its sections (decompressed, by
 // name without ".debug_"), read only, and the unit headers of
-// .debug_info (a few dozen bytes each, no DIEs). When .debug_info,
-// .debug_abbrev or .debug_line are compressed they are inflated on
-// demand, front to back (lazySection): a unit header is read, and its
-// unit inflated, when a lookup needs that unit or one after it.
+// .debug_info (a few dozen bytes each, no DIEs). Large .debug_info,
+// .debug_abbrev and .debug_line sections are read on demand
+// (lazySection): a page at a time from the file when uncompressed or
+// from the section cache, else inflated front to back. A unit header is
+// read when a lookup needs its unit (or, walking front to back, one
+// after it), and its DIEs when the lookup reads them.
 // Abbreviation tables are parsed on first use, one per unit read, and
 // shared by the units that use the same one. Safe for concurrent use.
 type Data struct {
@@ -65,7 +67,7 @@ type Data struct {
 
 	unitsMu  sync.Mutex
 	units    []*unit // the unit headers read so far, by offset
-	nextUnit uint64  // .debug_info offset of the next header to read
+	nextUnit uint64  // every header before this .debug_info offset is in units
 	allUnits bool    // every header is read (or the next is corrupt)
 
 	mu      sync.Mutex
@@ -84,6 +86,9 @@ type unit struct {
 
 	once sync.Once
 	root unitRoot
+
+	bodyOnce sync.Once
+	bodyOK   bool // all of the unit's DIEs are valid (unitBody)
 }
 
 // unitRoot is what a unit's root DIE says that the rest of it needs.
@@ -119,18 +124,74 @@ func (u *unit) hasCode() bool {
 	return u.utype == unitTypeCompile || u.utype == unitTypePartial || u.utype == unitTypeSkeleton
 }
 
-// readUnitsThrough reads unit headers, and inflates their units, until
-// one ends past .debug_info offset off or there are no more: the end of
-// the section or a corrupt header. Called with d.unitsMu held.
+// readUnitsThrough reads unit headers front to back, from nextUnit,
+// until one ends past .debug_info offset off or there are no more: the
+// end of the section or a corrupt header. Headers read before (by
+// unitStartingAt) are not read again. Called with d.unitsMu held.
 func (d *Data) readUnitsThrough(off uint64) {
-	for !d.allUnits && (len(d.units) == 0 || d.units[len(d.units)-1].end <= off) {
-		u := d.readUnitHeader(d.nextUnit)
+	for !d.allUnits && d.nextUnit <= off {
+		u := d.knownAt(d.nextUnit)
 		if u == nil {
-			d.allUnits = true
-			return
+			if u = d.readUnitHeader(d.nextUnit); u == nil {
+				d.allUnits = true
+				return
+			}
+			d.insert(u)
 		}
-		d.units = append(d.units, u)
 		d.nextUnit = u.end
+	}
+}
+
+// walkFrom reads unit headers from .debug_info offset start, the end of
+// a unit, until one ends past off or a header is corrupt. Called with
+// d.unitsMu held.
+func (d *Data) walkFrom(start, off uint64) {
+	for o := start; o <= off; {
+		u := d.knownAt(o)
+		if u == nil {
+			if u = d.readUnitHeader(o); u == nil {
+				return
+			}
+			d.insert(u)
+		}
+		o = u.end
+	}
+}
+
+// knownAt returns the unit read so far whose header is at off, or nil.
+// Called with d.unitsMu held.
+func (d *Data) knownAt(off uint64) *unit {
+	i, found := slices.BinarySearchFunc(d.units, off, func(u *unit, off uint64) int {
+		return cmp.Compare(u.off, off)
+	})
+	if !found {
+		return nil
+	}
+	return d.units[i]
+}
+
+// lastAtOrBelow returns the unit read so far with the highest header
+// offset at or below off, or nil. Called with d.unitsMu held.
+func (d *Data) lastAtOrBelow(off uint64) *unit {
+	i, _ := slices.BinarySearchFunc(d.units, off, func(u *unit, off uint64) int {
+		if u.off <= off {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return nil
+	}
+	return d.units[i-1]
+}
+
+// insert adds u to d.units, in order. Called with d.unitsMu held.
+func (d *Data) insert(u *unit) {
+	i, found := slices.BinarySearchFunc(d.units, u.off, func(v *unit, off uint64) int {
+		return cmp.Compare(v.off, off)
+	})
+	if !found {
+		d.units = slices.Insert(d.units, i, u)
 	}
 }
 
@@ -138,14 +199,14 @@ func (d *Data) readUnitsThrough(off uint64) {
 // type unit in the 64-bit format.
 const unitHeaderMaxLength = 12 + 2 + 2 + 8 + 8 + 8
 
-// readUnitHeader reads the unit header at .debug_info offset off, and
-// inflates the unit when .debug_info is compressed; nil at the end of
+// readUnitHeader reads the unit header at .debug_info offset off (not
+// the unit's DIEs: readRoot and unitBody read those); nil at the end of
 // the section or when the header is corrupt.
 func (d *Data) readUnitHeader(off uint64) *unit {
 	if off >= uint64(len(d.info)) {
 		return nil
 	}
-	avail := validPrefix(d.InfoZ, d.info, off+unitHeaderMaxLength)
+	avail := validSpan(d.InfoZ, d.info, off, off+unitHeaderMaxLength)
 	b := dbuf{data: d.info[:avail], off: int(off), big: d.big}
 	u := &unit{off: off}
 	n, dwarf64 := b.unitLength()
@@ -178,46 +239,46 @@ func (d *Data) readUnitHeader(off uint64) *unit {
 	if b.bad || u.dieOff > u.end || (u.addrSize != 2 && u.addrSize != 4 && u.addrSize != 8) {
 		return nil
 	}
-	if validPrefix(d.InfoZ, d.info, u.end) < int(u.end) {
-		return nil // the stream is corrupt inside the unit
-	}
 	return u
 }
 
-// unitAt returns the unit whose DIEs hold .debug_info offset off, or nil.
+// unitAt returns the unit whose DIEs hold .debug_info offset off, or
+// nil. Past the units read front to back, it reads headers from the end
+// of the nearest unit read before off (by unitStartingAt), else front
+// to back.
 func (d *Data) unitAt(off uint64) *unit {
 	d.unitsMu.Lock()
 	defer d.unitsMu.Unlock()
-	d.readUnitsThrough(off)
-	i, _ := slices.BinarySearchFunc(d.units, off, func(u *unit, off uint64) int {
-		if u.off <= off {
-			return -1
+	if off >= d.nextUnit {
+		if u := d.lastAtOrBelow(off); u != nil && u.off >= d.nextUnit && off >= u.end {
+			d.walkFrom(u.end, off)
+		} else if u == nil || off >= u.end {
+			d.readUnitsThrough(off)
 		}
-		return 1
-	})
-	if i == 0 {
-		return nil
 	}
-	u := d.units[i-1]
-	if off < u.dieOff || off >= u.end {
+	u := d.lastAtOrBelow(off)
+	if u == nil || off < u.dieOff || off >= u.end {
 		return nil
 	}
 	return u
 }
 
 // unitStartingAt returns the unit whose header is at .debug_info offset
-// off, or nil.
+// off, or nil. A header past the units read front to back is read where
+// it is (off comes from .debug_aranges or an index built before), so
+// that on-demand sections read its unit's pages, not every header
+// before it.
 func (d *Data) unitStartingAt(off uint64) *unit {
 	d.unitsMu.Lock()
 	defer d.unitsMu.Unlock()
-	d.readUnitsThrough(off)
-	i, found := slices.BinarySearchFunc(d.units, off, func(u *unit, off uint64) int {
-		return cmp.Compare(u.off, off)
-	})
-	if !found {
-		return nil
+	if u := d.knownAt(off); u != nil || off < d.nextUnit || d.allUnits {
+		return u
 	}
-	return d.units[i]
+	u := d.readUnitHeader(off)
+	if u != nil {
+		d.insert(u)
+	}
+	return u
 }
 
 // everyUnit returns every unit header, reading (and inflating) all of
@@ -227,6 +288,13 @@ func (d *Data) everyUnit() []*unit {
 	defer d.unitsMu.Unlock()
 	d.readUnitsThrough(math.MaxUint64)
 	return d.units
+}
+
+// unitBody makes all of u's DIEs valid, once, and reports whether they
+// are (false when a read fails or the stream is corrupt inside u).
+func (d *Data) unitBody(u *unit) bool {
+	u.bodyOnce.Do(func() { u.bodyOK = validSpan(d.InfoZ, d.info, u.off, u.end) >= int(u.end) })
+	return u.bodyOK
 }
 
 // rootOf reads u's root DIE once and returns what it says; ok is false
@@ -242,12 +310,33 @@ func (d *Data) readRoot(u *unit) {
 	if t == nil {
 		return
 	}
+	// The root DIE is near the unit's start: an index of a binary whose
+	// .debug_info is read on demand reads each unit's first bytes, not
+	// the unit, unless the root DIE is longer.
+	for _, end := range []uint64{min(u.end, u.dieOff+rootSpan), u.end} {
+		if validSpan(d.InfoZ, d.info, u.off, end) < int(end) {
+			return // unreadable: a read failed, or the stream is corrupt
+		}
+		u.root = unitRoot{}
+		if d.parseRoot(u, t, end) || end == u.end {
+			return
+		}
+	}
+}
+
+// rootSpan is how many bytes after a unit's header readRoot first makes
+// valid for the root DIE.
+const rootSpan = 1 << 10
+
+// parseRoot fills u.root from u's first DIE, read from .debug_info up to
+// end, with abbreviations t; false when it is corrupt or runs past end.
+func (d *Data) parseRoot(u *unit, t *abbrevTable, end uint64) bool {
 	r := &u.root
 	r.abbrevs = t
-	dr := dieReader{d: d, u: u, abbrevs: t, b: dbuf{data: d.info[:u.end], off: int(u.dieOff), big: d.big}}
+	dr := dieReader{d: d, u: u, abbrevs: t, b: dbuf{data: d.info[:end], off: int(u.dieOff), big: d.big}}
 	ab := dr.next()
 	if ab == nil {
-		return
+		return false
 	}
 	r.tag, r.children = ab.tag, ab.children
 	var entry, name attrVal
@@ -280,7 +369,7 @@ func (d *Data) readRoot(u *unit) {
 		}
 	}
 	if dr.b.bad {
-		return
+		return false
 	}
 	r.firstChild = uint64(dr.b.off)
 	r.ok = true
@@ -291,6 +380,7 @@ func (d *Data) readRoot(u *unit) {
 	} else if a, ok := d.addrOf(u, r.low); r.lowSet && ok {
 		r.base, r.baseOK = a, true
 	}
+	return true
 }
 
 // abbrevKey identifies a parsed abbreviation table: its offset and the
@@ -356,15 +446,19 @@ func (d *Data) abbrevTable(u *unit) *abbrevTable {
 	return t
 }
 
+// abbrevFirstRead is how much of .debug_abbrev readAbbrevs first makes
+// valid for a table (bytes): a table is a few KiB.
+const abbrevFirstRead = 8 << 10
+
 // readAbbrevs parses u's abbreviation table. A table's end is known
-// only by parsing it, so when .debug_abbrev is inflated on demand it
-// parses the valid prefix and, when that ends inside the table, asks
-// for twice as much and parses again (a table is a few KiB, the step
-// 64 KiB, so once is the rule).
+// only by parsing it, so when .debug_abbrev is read on demand it makes
+// abbrevFirstRead bytes from the table's start valid and parses them,
+// and when they end inside the table, asks for twice as much and parses
+// again (once is the rule).
 func (d *Data) readAbbrevs(u *unit) *abbrevTable {
-	want := u.abbrevOff + uint64(lazyInflateStep)
+	want := u.abbrevOff + abbrevFirstRead
 	for {
-		avail := validPrefix(d.AbbrevZ, d.abbrev, want)
+		avail := validSpan(d.AbbrevZ, d.abbrev, u.abbrevOff, want)
 		t := parseAbbrevs(d.abbrev[:avail], u, d.big)
 		if t != nil || avail == len(d.abbrev) || uint64(avail) < min(want, uint64(len(d.abbrev))) {
 			return t

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
@@ -36,63 +37,139 @@ var lazyInflateStep = 64 << 10 // a variable for tests
 var lazySections = []string{"info", "abbrev", "line"}
 
 // sectionBytes is a DWARF section's contents, decompressed: data, and
-// for a lazily inflated section the inflater that fills it (nil when
+// for a section read on demand the lazySection that fills it (nil when
 // data is complete).
 type sectionBytes struct {
 	data []byte
 	lazy *lazySection
 }
 
-// lazySection is a zlib-compressed section inflated on demand, front to
-// back, since a zlib stream cannot be entered in the middle (or a large
-// uncompressed one read from the file on demand the same way): buf has
-// the section's whole decompressed size (from its compression header)
-// and its first avail bytes are valid; the rest is zero until prefix
-// asks for it. A profile that samples a few functions of glibc thus
-// inflates the units before theirs instead of all 8 MB. Safe for
-// concurrent use.
+// sectionPage is the unit in which a lazySection reads its paged part
+// (bytes): a unit header costs a page, not the units before it.
+var sectionPage = 4096 // a variable for tests
+
+// lazySection is a section whose bytes are read on demand into buf,
+// which has the section's whole size and lives outside the Go heap
+// (elfio.Buffer), so that only what was read counts in RSS. It has up to
+// two parts:
+//
+//   - [0, paged) is read from src a page at a time, wherever a lookup
+//     asks: an uncompressed section from its file (a Python built from
+//     source has 9 MB of .debug_info in libpython), or the prefix of an
+//     inflated one that the SectionCache holds;
+//   - [paged, len(buf)) is inflated from zr, a zlib stream, front to back,
+//     since a zlib stream cannot be entered in the middle: its first
+//     avail bytes are valid. A profile that samples a few functions of
+//     glibc thus inflates the units before theirs instead of all 8 MB.
+//
+// Safe for concurrent use.
 type lazySection struct {
-	mu     sync.Mutex
-	buf    []byte
-	avail  int
+	mu  sync.Mutex
+	buf []byte
+	mem *elfio.Buffer // holds buf
+
+	src     io.ReaderAt // reads [0, paged); nil when paged is 0
+	paged   int
+	have    []uint64 // a bit per sectionPage of [0, paged): read
+	pageErr bool     // a read of src failed: no more are tried
+
+	avail  int       // [paged, avail) is valid; avail >= paged
 	zr     io.Reader // nil once buf is complete or the stream failed
 	failed bool      // the stream ended or failed before filling buf
 	step   int       // inflate at least this much at a time; 0: lazyInflateStep
-	skip   int       // bytes zr must inflate and drop first: buf has them from the cache
+	skip   int       // bytes zr must inflate and drop first: the paged part
 	slot   *cacheSlot
-	saved  int // bytes of buf the cache holds
+	saved  int // bytes of the section's prefix the cache holds
 }
 
-// validPrefix makes at least the first n bytes of data, a section
-// inflated on demand by z (nil when complete), valid and returns how
-// many are: all of data when z is nil, else see lazySection.prefix.
-func validPrefix(z *lazySection, data []byte, n uint64) int {
+// newLazySection returns a lazySection of size bytes with nothing read,
+// its buffer outside the Go heap.
+func newLazySection(size int) *lazySection {
+	mem := elfio.NewBuffer(size)
+	return &lazySection{buf: mem.Data, mem: mem}
+}
+
+// validSpan makes bytes [off, end) of data, a section read on demand by
+// z (nil when complete), valid and returns e such that data[off:e] is
+// valid: all of data when z is nil, else see lazySection.span.
+func validSpan(z *lazySection, data []byte, off, end uint64) int {
 	if z == nil {
 		return len(data)
 	}
-	return z.prefix(n)
+	return z.span(off, end)
 }
 
-// prefix makes at least the first n bytes of the section valid (all of
-// it when n is past the end) and returns how many are: fewer than
-// min(n, len(buf)) only when the stream is corrupt. It inflates at
-// least lazyInflateStep bytes at a time.
-func (s *lazySection) prefix(n uint64) int {
+// span makes bytes [off, end) of the section valid (to its end when end
+// is past it) and returns e such that buf[off:e] is valid: min(end,
+// len(buf)) unless a read fails or the stream is corrupt, and never
+// less than min(off, len(buf)). Bytes before off may not be valid. The
+// stream is inflated at least lazyInflateStep bytes at a time.
+func (s *lazySection) span(off, end uint64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	want := int(min(n, uint64(len(s.buf))))
+	n := uint64(len(s.buf))
+	end = min(end, n)
+	off = min(off, end)
+	if off < uint64(s.paged) {
+		if !s.readPages(int(off), int(min(end, uint64(s.paged)))) {
+			return int(off)
+		}
+		if end <= uint64(s.paged) {
+			return int(end)
+		}
+	}
+	s.inflate(int(end))
+	return max(int(off), min(s.avail, int(end)))
+}
+
+// readPages reads the pages of [off, end) of the paged part that are
+// not read yet, a run of missing pages at a time; false when a read
+// fails (then and ever after). Called with s.mu held.
+func (s *lazySection) readPages(off, end int) bool {
+	if s.have == nil {
+		s.have = make([]uint64, (s.paged+64*sectionPage-1)/(64*sectionPage))
+	}
+	has := func(p int) bool { return s.have[p/64]&(1<<(p%64)) != 0 }
+	for p, last := off/sectionPage, (end-1)/sectionPage; p <= last; {
+		if has(p) {
+			p++
+			continue
+		}
+		q := p
+		for q+1 <= last && !has(q+1) {
+			q++
+		}
+		if s.pageErr {
+			return false
+		}
+		lo, hi := p*sectionPage, min((q+1)*sectionPage, s.paged)
+		if got, _ := s.src.ReadAt(s.buf[lo:hi], int64(lo)); got < hi-lo {
+			s.pageErr = true
+			return false
+		}
+		for ; p <= q; p++ {
+			s.have[p/64] |= 1 << (p % 64)
+		}
+	}
+	return true
+}
+
+// inflate makes the stream's part valid through at least want bytes of
+// the section (all of it when want is past the end), inflating at least
+// lazyInflateStep bytes at a time. Called with s.mu held.
+func (s *lazySection) inflate(want int) {
 	if want <= s.avail || s.zr == nil {
-		return s.avail
+		return
 	}
 	step := s.step
 	if step == 0 {
 		step = lazyInflateStep
 	}
 	if s.skip > 0 {
-		// The cache gave the first bytes; the stream starts at 0.
+		// The paged part came from the cache; the stream starts at 0.
 		if _, err := io.CopyN(io.Discard, s.zr, int64(s.skip)); err != nil {
 			s.zr, s.failed = nil, true
-			return s.avail
+			return
 		}
 		s.skip = 0
 	}
@@ -104,30 +181,68 @@ func (s *lazySection) prefix(n uint64) int {
 	} else if s.avail == len(s.buf) {
 		s.zr = nil
 	}
-	return s.avail
 }
 
-// Save writes what is valid to the section cache, if more than it has.
+// prefix makes at least the first n bytes of the section valid (all of
+// it when n is past the end) and returns how many are: fewer than
+// min(n, len(buf)) only when a read fails or the stream is corrupt.
+func (s *lazySection) prefix(n uint64) int {
+	return s.span(0, n)
+}
+
+// valid returns how many bytes of the section have been made valid: the
+// pages read and the part inflated.
+func (s *lazySection) valid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.avail - s.paged
+	for p := range s.paged / sectionPage {
+		if s.have != nil && s.have[p/64]&(1<<(p%64)) != 0 {
+			n += sectionPage
+		}
+	}
+	if r := s.paged % sectionPage; r != 0 && s.have != nil {
+		if p := s.paged / sectionPage; s.have[p/64]&(1<<(p%64)) != 0 {
+			n += r
+		}
+	}
+	return n
+}
+
+// Save writes the prefix of the section that is valid to the section
+// cache, if longer than what the cache has: the paged part (read from
+// its source, the cache's own file) and what was inflated after it.
 func (s *lazySection) Save() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.slot != nil && s.avail > s.saved {
-		s.slot.save(s.buf[:s.avail], len(s.buf))
+	if s.slot == nil || s.avail <= s.saved {
+		return
+	}
+	var head io.Reader = bytes.NewReader(nil)
+	if s.paged > 0 {
+		head = io.NewSectionReader(s.src, 0, int64(s.paged))
+	}
+	if s.slot.saveFrom(io.MultiReader(head, bytes.NewReader(s.buf[s.paged:s.avail])), s.avail, len(s.buf)) {
 		s.saved = s.avail
 	}
 }
 
-// complete reports whether the whole section is valid, or cannot be.
+// complete reports whether the whole section is valid, or cannot be:
+// nothing is left to inflate and every page is read (or a read failed).
+// True for nil (a section read whole).
 func (s *lazySection) complete() bool {
 	if s == nil {
 		return true
 	}
+	if s.valid() == len(s.buf) {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.zr == nil
+	return s.zr == nil && (s.paged == 0 || s.pageErr)
 }
 
 // dwarfSectionData returns the contents of the DWARF section s of f,
@@ -136,15 +251,15 @@ func (s *lazySection) complete() bool {
 // sections (as distributions and the Go linker write them) are inflated
 // without the zlib Adler-32 check (a corrupt stream still fails to
 // inflate or gives corrupt DWARF, which the reader survives): when lazy
-// and at least lazySectionMin bytes, on demand (sectionBytes.lazy), else
-// whole, straight into a buffer of the size their header gives.
-// Uncompressed lazy sections of lazySectionMin bytes or more are read
-// from the file on demand the same way. With a
-// cache slot, the bytes the cache has are read rather than inflated, and
-// a section inflated whole is saved to it at once (a lazy one by
-// lazySection.save). Other compressions (zstd, GNU .zdebug) go through
-// sectionData.
-func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint64, lazy bool, slot *cacheSlot) (sectionBytes, error) {
+// and at least lazySectionMin bytes, on demand (sectionBytes.lazy, with
+// the prefix the cache slot holds read from the cache a page at a time),
+// else whole, straight into a buffer of the size their header gives
+// (from the cache when it holds them whole, and saved to it at once).
+// Uncompressed lazy sections of lazySectionMin bytes or more are read a
+// page at a time from the file, through retain's reader (one that
+// outlives the caller's file; nil: the section is read whole). Other
+// compressions (zstd, GNU .zdebug) go through sectionData.
+func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint64, lazy bool, slot *cacheSlot, retain func() *elfio.ReaderAt) (sectionBytes, error) {
 	whole := func(data []byte, err error) (sectionBytes, error) { return sectionBytes{data: data}, err }
 	if s.Type == elf.SHT_NOBITS || !lr.InFile(s) || s.FileSize > max {
 		return whole(elfio.SectionData(lr, s, max)) // for its error
@@ -161,14 +276,12 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 		return b, nil
 	}
 	if !compressed {
-		if lazy && s.FileSize >= lazySectionMin {
-			// Read on demand as an inflated section is: a binary with
-			// uncompressed DWARF (a Python built from source: 9 MB of
-			// .debug_info in libpython) keeps the units before the
-			// sampled ones, not the whole section, in its pages.
-			out := make([]byte, s.FileSize)
-			return sectionBytes{data: out, lazy: &lazySection{buf: out,
-				zr: io.NewSectionReader(lr, int64(s.Offset), int64(s.FileSize))}}, nil
+		if lazy && s.FileSize >= lazySectionMin && s.FileSize <= math.MaxInt {
+			if kept := retain(); kept != nil {
+				z := newLazySection(int(s.FileSize))
+				z.src, z.paged, z.avail = io.NewSectionReader(kept, int64(s.Offset), int64(s.FileSize)), len(z.buf), len(z.buf)
+				return sectionBytes{data: z.buf, lazy: z}, nil
+			}
 		}
 		raw, err := read(s.FileSize)
 		return sectionBytes{data: raw}, err
@@ -190,21 +303,31 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 	if cmf&0x0f != 8 || (uint16(cmf)<<8|uint16(flg))%31 != 0 || flg&0x20 != 0 {
 		return sectionBytes{}, fmt.Errorf("section %s: bad zlib header", s.Name)
 	}
+	if lazy && size >= lazySectionMin {
+		z := newLazySection(int(size))
+		z.slot = slot
+		if file, n := slot.open(int(size)); file != nil {
+			z.src, z.paged, z.avail, z.saved, z.skip = io.NewSectionReader(file, cacheHeaderLen, int64(n)), n, n, n, n
+			if n == len(z.buf) {
+				return sectionBytes{data: z.buf, lazy: z}, nil
+			}
+		}
+		raw, err := read(s.FileSize)
+		if err != nil {
+			return sectionBytes{}, err
+		}
+		z.zr = flate.NewReader(bytes.NewReader(raw[hdr+2:]))
+		return sectionBytes{data: z.buf, lazy: z}, nil
+	}
 	out := make([]byte, size)
-	cached := slot.load(out)
-	if cached == len(out) {
+	if slot.load(out) == len(out) {
 		return sectionBytes{data: out}, nil
 	}
 	raw, err := read(s.FileSize)
 	if err != nil {
 		return sectionBytes{}, err
 	}
-	zr := flate.NewReader(bytes.NewReader(raw[hdr+2:]))
-	if lazy && size >= lazySectionMin {
-		return sectionBytes{data: out, lazy: &lazySection{buf: out, zr: zr,
-			avail: cached, skip: cached, slot: slot, saved: cached}}, nil
-	}
-	if _, err := io.ReadFull(zr, out); err != nil {
+	if _, err := io.ReadFull(flate.NewReader(bytes.NewReader(raw[hdr+2:])), out); err != nil {
 		return sectionBytes{}, fmt.Errorf("inflate section %s: %w", s.Name, err)
 	}
 	slot.save(out, len(out))

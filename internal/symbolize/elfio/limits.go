@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Caps on what reading one binary may cost, so that a corrupt or hostile
@@ -159,4 +161,27 @@ func OpenELF(r io.ReaderAt) (*elf.File, *ReaderAt, error) {
 	}
 	lr.budget.Store(maxLoadRead)
 	return f, lr, nil
+}
+
+// Retain returns a reader of the same bytes, within what is left of l's
+// budget, that stays valid after the caller closes what l wraps: for an
+// *os.File, a reader of a duplicate of its descriptor (closed once the
+// reader is unreachable); other readers (bytes in memory) are l itself.
+// It returns nil when the descriptor cannot be duplicated.
+func (l *ReaderAt) Retain() *ReaderAt {
+	f, ok := l.r.(*os.File)
+	if !ok {
+		return l
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	fd := -1
+	if sc.Control(func(raw uintptr) { fd, err = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }) != nil || err != nil {
+		return nil
+	}
+	kept := &ReaderAt{r: os.NewFile(uintptr(fd), f.Name()), size: l.size}
+	kept.budget.Store(l.budget.Load())
+	return kept
 }

@@ -50,3 +50,28 @@ func MapSection(lr *ReaderAt, s *elf.Section, max uint64) *Mapping {
 	runtime.AddCleanup(m, func(b []byte) { _ = unix.Munmap(b) }, mem)
 	return m
 }
+
+// Buffer is zeroed memory outside the Go heap, Data: an anonymous
+// private mapping, whose pages count in RSS only once touched, so that a
+// buffer the size of a section that is filled in a few places costs
+// those places. Like a Mapping, it lasts until the Buffer is unreachable
+// (runtime.AddCleanup unmaps it): whatever slices Data must keep its
+// Buffer.
+type Buffer struct {
+	Data []byte
+}
+
+// NewBuffer returns a Buffer of n bytes; in the Go heap when n is 0 or
+// the mapping fails.
+func NewBuffer(n int) *Buffer {
+	if n <= 0 {
+		return &Buffer{Data: []byte{}}
+	}
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return &Buffer{Data: make([]byte, n)}
+	}
+	b := &Buffer{Data: mem}
+	runtime.AddCleanup(b, func(m []byte) { _ = unix.Munmap(m) }, mem)
+	return b
+}
