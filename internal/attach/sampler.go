@@ -290,13 +290,15 @@ func (s *Sampler) recordBytes() int {
 // ring at 999 Hz on 2 CPUs, a quarter of a second of Go-heavy samples.
 const dwarfRecordBytes = 16 << 10
 
-// dwarfTopsRecordBytes is dwarfRecordBytes with Config.StackTops: 8 KiB,
-// about twice the mean record of a whole-system run once the tops are
-// learned (BENCHMARKS.md, "learned stack tops": bench/window/tops.sh and
-// gprofile -a beside its workloads), so the ring (4 MiB at 999 Hz on 2
-// CPUs) holds at least as long a reader stall as the 16 KiB plan did
-// without them.
-const dwarfTopsRecordBytes = 8 << 10
+// dwarfTopsRecordBytes is dwarfRecordBytes with Config.StackTops: 4
+// KiB, the header, a short kernel stack and the stack bytes a sample
+// copies once the tops are learned, above the mean of every workload
+// measured but deep recursion (BENCHMARKS.md, "learned stack tops":
+// 0.4-5.3 KB): a 2 MiB ring at 999 Hz on 2 CPUs, which the reader,
+// woken at a quarter full, drains well before it fills (0 lost at 999 and
+// 4999 Hz beside the bench's neighbours, BENCHMARKS.md, issue 16 session
+// 12).
+const dwarfTopsRecordBytes = 4 << 10
 
 func (s *Sampler) load() error {
 	spec, err := loadProfile()
