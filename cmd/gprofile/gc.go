@@ -7,32 +7,36 @@ import (
 	"time"
 )
 
-// GOGC while the live heap is small, and once it is large. Short runs
-// pay mostly for start-up, which allocates in bursts (binaries, DWARF,
-// maps) from a small heap that Go's default 100 collects every few MB:
-// a higher GOGC then costs less CPU per sample for a little more RSS.
-// Long whole-system runs that cache many processes and binaries hold
-// more: past gcLargeHeap of live heap, a lower GOGC keeps RSS near it.
-// bench/run.sh measures the first (profiler CPU µs/sample and peak RSS
-// in BENCHMARKS.md), bench/soak.sh the second (bench/SOAK.md).
+// GOGC during start-up, and after it. Start-up allocates in bursts
+// (binaries, unwind tables, DWARF, maps) from a small heap that Go's
+// default 100 collects every few MB: a higher GOGC then costs less CPU
+// per sample. What follows allocates slowly (new stacks, new units of
+// line tables), so a lower GOGC costs a collection every few seconds
+// and keeps the heap, and RSS, near what is live instead of growing to
+// three times it. Start-up ends after gcWarmup, or earlier once the live
+// heap passes gcLargeHeap (a whole-system run that caches many processes
+// and binaries). bench/run.sh measures CPU µs/sample and peak RSS
+// (BENCHMARKS.md), bench/soak.sh long runs (bench/SOAK.md).
 const (
 	gcPercentSmall = 200
 	gcPercentLarge = 50
 	gcLargeHeap    = 24 << 20 // bytes of live heap
+	gcWarmup       = 2 * time.Second
 	gcCheckEvery   = 500 * time.Millisecond
 )
 
-// gcTuner lowers GOGC from gcPercentSmall to gcPercentLarge once the
-// live heap (runtime/metrics /gc/heap/live:bytes, as of the last GC)
-// passes gcLargeHeap.
+// gcTuner lowers GOGC from gcPercentSmall to gcPercentLarge once
+// gcWarmup has passed or the live heap (runtime/metrics
+// /gc/heap/live:bytes, as of the last GC) passes gcLargeHeap.
 type gcTuner struct {
-	live func() uint64     // bytes of live heap
-	set  func(percent int) // debug.SetGCPercent
+	live  func() uint64        // bytes of live heap
+	since func() time.Duration // time since gprofile started
+	set   func(percent int)    // debug.SetGCPercent
 }
 
 // check applies the rule once and reports whether GOGC was lowered.
 func (g gcTuner) check() bool {
-	if g.live() <= gcLargeHeap {
+	if g.live() <= gcLargeHeap && g.since() < gcWarmup {
 		return false
 	}
 	g.set(gcPercentLarge)
@@ -48,6 +52,7 @@ func startGCTuning() {
 		return
 	}
 	debug.SetGCPercent(gcPercentSmall)
+	start := time.Now()
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	g := gcTuner{
 		live: func() uint64 {
@@ -57,7 +62,8 @@ func startGCTuning() {
 			}
 			return sample[0].Value.Uint64()
 		},
-		set: func(p int) { debug.SetGCPercent(p) },
+		since: func() time.Duration { return time.Since(start) },
+		set:   func(p int) { debug.SetGCPercent(p) },
 	}
 	go func() {
 		t := time.NewTicker(gcCheckEvery)

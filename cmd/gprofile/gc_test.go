@@ -1,20 +1,31 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
-// TestGCTuner: GOGC stays while the live heap is at most gcLargeHeap,
-// and is lowered to gcPercentLarge, once, past it.
+// TestGCTuner: GOGC stays while the live heap is at most gcLargeHeap
+// and gcWarmup has not passed, and is lowered to gcPercentLarge, once,
+// past either.
 func TestGCTuner(t *testing.T) {
-	var live uint64
-	var set []int
-	g := gcTuner{live: func() uint64 { return live }, set: func(p int) { set = append(set, p) }}
-	for _, live = range []uint64{0, 1 << 20, gcLargeHeap} {
-		if g.check() {
-			t.Errorf("live heap %d bytes: GOGC lowered", live)
+	for _, c := range []struct {
+		live uint64
+		age  time.Duration
+		want bool
+	}{
+		{0, 0, false},
+		{1 << 20, gcWarmup / 2, false},
+		{gcLargeHeap, gcWarmup - time.Millisecond, false},
+		{gcLargeHeap + 1, 0, true},
+		{1 << 20, gcWarmup, true},
+	} {
+		var set []int
+		g := gcTuner{live: func() uint64 { return c.live }, since: func() time.Duration { return c.age },
+			set: func(p int) { set = append(set, p) }}
+		got := g.check()
+		if got != c.want || (got && (len(set) != 1 || set[0] != gcPercentLarge)) || (!got && len(set) != 0) {
+			t.Errorf("live heap %d bytes after %v: check = %v, set %v; want %v (GOGC %d when lowered)", c.live, c.age, got, set, c.want, gcPercentLarge)
 		}
-	}
-	live = gcLargeHeap + 1
-	if !g.check() || len(set) != 1 || set[0] != gcPercentLarge {
-		t.Errorf("live heap past gcLargeHeap: check lowered %v, want [%d]", set, gcPercentLarge)
 	}
 }
