@@ -74,7 +74,7 @@ func checkGoTopFrames(t *testing.T, bin string) {
 		if !goTopNames[s.Name] {
 			continue
 		}
-		r, ok := tab.lookup(s.Value + 1)
+		r, _, ok := tab.lookup(s.Value + 1)
 		if !ok || r.cfaKind == cfaComplex || r.raKind != raUndef {
 			t.Errorf("%s: rule %+v (found %v), want an undefined return address", s.Name, r, ok)
 		}
@@ -86,7 +86,7 @@ func checkGoTopFrames(t *testing.T, bin string) {
 	// An ordinary function keeps its return address.
 	for _, s := range syms {
 		if s.Name == "main.middle" {
-			if r, ok := tab.lookup(s.Value + 1); !ok || r.raKind != raOffset {
+			if r, _, ok := tab.lookup(s.Value + 1); !ok || r.raKind != raOffset {
 				t.Errorf("main.middle: rule %+v (found %v), want ra at CFA-8", r, ok)
 			}
 		}

@@ -72,8 +72,8 @@ func TestEHFrameHdrRecovers(t *testing.T) {
 	checked := 0
 	for i, off := range whole.pcs {
 		pc := whole.base + uint64(off)
-		want, wok := whole.lookup(pc)
-		got, gok := healed.lookup(pc)
+		want, _, wok := whole.lookup(pc)
+		got, _, gok := healed.lookup(pc)
 		if pc >= lost.start && pc < lost.end {
 			continue
 		}

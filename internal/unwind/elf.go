@@ -24,13 +24,16 @@ const maxSectionBytes = 256 << 20
 // is first looked up. A file with none of these gets a table whose HasCFI
 // is false. Malformed CIEs and FDEs are skipped and counted in Stats; the
 // error is for a file that cannot be read at all.
-func NewTable(f *elf.File) (*Table, error) { return newTable(f, nil) }
+func NewTable(f *elf.File) (*Table, error) { return newTable(f, nil, false) }
 
 // newTable is NewTable; for a Go binary, pcln (when not nil) is where
 // the table reads its .gopclntab from as functions are first looked up
 // (an open file, which the table keeps). With nil it reads the section
-// into memory, since f may be closed once NewTable returns.
-func newTable(f *elf.File, pcln io.ReaderAt) (*Table, error) {
+// into memory, since f may be closed once NewTable returns. With lazy,
+// a binary whose only CFI is .eh_frame, with an .eh_frame_hdr table, and
+// that is not Go gets its FDEs built one at a time on first lookup
+// (lazyFDEs) instead of all at once.
+func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("not an x86-64 ELF file (%v, %v)", f.Class, f.Machine)
 	}
@@ -68,8 +71,17 @@ func newTable(f *elf.File, pcln io.ReaderAt) (*Table, error) {
 			return nil, fmt.Errorf("read .eh_frame: %w", err)
 		}
 		found = true
+		sec := &frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}
+		h := f.Section(".eh_frame_hdr")
+		if lazy && h != nil && gofn == nil && len(b.topFuncs) == 0 && !hasDebugFrame(f) {
+			if hb, err := sectionData(h); err == nil {
+				starts, offs := ehFrameHdrTable(hb, h.Addr, s.Addr, uint64(len(data)))
+				if l := newLazyFDEs(sec, starts, offs); l != nil {
+					return &Table{fdes: l, stats: TableStats{FDEs: len(starts)}}, nil
+				}
+			}
+		}
 		hdr := func() []int {
-			h := f.Section(".eh_frame_hdr")
 			if h == nil {
 				return nil
 			}
@@ -79,7 +91,7 @@ func newTable(f *elf.File, pcln io.ReaderAt) (*Table, error) {
 			}
 			return ehFrameHdrFDEs(hb, h.Addr, s.Addr, uint64(len(data)))
 		}
-		b.addSection(&frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}, 0, hdr)
+		b.addSection(sec, 0, hdr)
 	}
 	if gofn == nil {
 		data, err := debugFrame(f)
@@ -115,6 +127,17 @@ func sectionData(s *elf.Section) ([]byte, error) {
 		return nil, fmt.Errorf("read section %s: %w", s.Name, err)
 	}
 	return data, nil
+}
+
+// hasDebugFrame reports whether f has a .debug_frame or .zdebug_frame
+// with contents.
+func hasDebugFrame(f *elf.File) bool {
+	for _, name := range []string{".debug_frame", ".zdebug_frame"} {
+		if s := f.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
+			return true
+		}
+	}
+	return false
 }
 
 // debugFrame returns .debug_frame, inflating SHF_COMPRESSED (debug/elf
@@ -249,7 +272,7 @@ func loadTable(path, root string) (*Table, error) {
 			pcln = io.NewSectionReader(of, int64(s.Offset), int64(s.Size))
 		}
 	}
-	t, err := newTable(f, pcln)
+	t, err := newTable(f, pcln, true)
 	if of != nil && (err != nil || t.gofn == nil) {
 		of.Close() // not a Go 1.18+ table: nothing reads it
 	}

@@ -3,6 +3,7 @@ package unwind
 import (
 	"debug/elf"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"testing"
 
@@ -143,6 +144,38 @@ func FuzzUnwindLibc(f *testing.F) {
 		pcs, stop := u.Unwind(nil, libcProcess{tab}, &regs, stack)
 		if len(pcs) == 0 || len(pcs) > 256 || stop == stopNone || stop >= NumStops {
 			t.Fatalf("%d frames, stop %v", len(pcs), stop)
+		}
+	})
+}
+
+// FuzzLazyFDEs builds FDEs on demand from arbitrary CFI bytes at
+// arbitrary .eh_frame_hdr entries (offsets anywhere in the section, the
+// middle of a record included): lookups must never panic or hang, and a
+// pc gets a rule only from rows whose range holds it.
+func FuzzLazyFDEs(f *testing.F) {
+	f.Add(libcEHFrame(4096), []byte{0, 0, 0, 0, 0x18, 0, 0, 0, 0x40, 0, 0, 0, 0x30, 0, 0, 0}, uint64(0x1010))
+	f.Add(hostileCIE("zR", []byte{0x1b}), []byte{0, 0, 0, 0, 0, 0, 0, 0}, uint64(0x1000))
+	f.Fuzz(func(t *testing.T, cfi, index []byte, pc uint64) {
+		if len(cfi) == 0 {
+			return
+		}
+		var starts []uint64
+		var offs []int
+		for i := 0; i+8 <= len(index) && len(starts) < 64; i += 8 {
+			starts = append(starts, 0x1000+uint64(binary.LittleEndian.Uint16(index[i:])))
+			offs = append(offs, int(binary.LittleEndian.Uint32(index[i+4:])%uint32(len(cfi))))
+		}
+		slices.Sort(starts)
+		l := newLazyFDEs(&frameSection{data: cfi, eh: true, addr: 0x1000}, starts, offs)
+		if l == nil {
+			return
+		}
+		tab := &Table{fdes: l}
+		for _, p := range append([]uint64{pc}, starts...) {
+			_, sub, ok := tab.lookup(p)
+			if ok && (len(sub.pcs) == 0 || p < sub.base || p-sub.base >= uint64(sub.pcs[len(sub.pcs)-1])) {
+				t.Fatalf("rule at %#x from rows [%#x, +%d)", p, sub.base, len(sub.pcs))
+			}
 		}
 	})
 }

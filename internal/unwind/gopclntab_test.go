@@ -32,8 +32,8 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 	for _, tabs := range [][2]*Table{{fromDebug, fromPcln}, {fromPcln, fromDebug}} {
 		for _, off := range tabs[0].pcs {
 			pc := tabs[0].base + uint64(off)
-			want, wok := tabs[0].lookup(pc)
-			got, gok := tabs[1].lookup(pc)
+			want, _, wok := tabs[0].lookup(pc)
+			got, _, gok := tabs[1].lookup(pc)
 			if !wok && !gok {
 				continue
 			}
@@ -88,9 +88,9 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 			pcs = append(pcs, fromPcln.base+uint64(fromPcln.pcs[i+1])-1)
 		}
 		for _, pc := range pcs {
-			want, wok := fromPcln.lookup(pc)
+			want, _, wok := fromPcln.lookup(pc)
 			for _, tab := range []*Table{lazy, fromFile} {
-				got, gok := tab.lookup(pc)
+				got, _, gok := tab.lookup(pc)
 				checked++
 				if gok != wok || (wok && got != want) {
 					t.Fatalf("at %#x: lazy %+v (%v), whole table %+v (%v)", pc, got, gok, want, wok)
@@ -161,7 +161,7 @@ func FuzzGoPclntab(f *testing.F) {
 				continue
 			}
 			pc := tab.base + uint64(off)
-			want, wok := tab.lookup(pc)
+			want, _, wok := tab.lookup(pc)
 			got, gok := lazy.lookup(pc)
 			if gok != wok || (wok && got != want) {
 				t.Fatalf("at %#x: lazy %+v (%v), whole table %+v (%v)", pc, got, gok, want, wok)
@@ -205,7 +205,7 @@ func TestGoStrippedTopFrames(t *testing.T) {
 		if !ok {
 			continue
 		}
-		r, rok := tab.lookup(start)
+		r, _, rok := tab.lookup(start)
 		switch {
 		case goTopNames[name]:
 			found++

@@ -88,7 +88,7 @@ func TestHostileCFI(t *testing.T) {
 			if tc.badFDEs+tc.badCIEs > 0 && s.Err == nil {
 				t.Errorf("no error recorded")
 			}
-			_, ok := tab.lookup(0x5000)
+			_, _, ok := tab.lookup(0x5000)
 			if ok != tc.rows {
 				t.Errorf("rule at 0x5000 found %v, want %v", ok, tc.rows)
 			}

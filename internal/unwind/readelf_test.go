@@ -114,12 +114,12 @@ var regNames = [numRegs]string{"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", 
 // describe renders the rule in force at pc as readelf prints it: the CFA,
 // ra and rbp columns.
 func describe(tab *Table, pc uint64) (cfa, ra, rbp string, ok bool) {
-	r, ok := tab.lookup(pc)
+	r, sub, ok := tab.lookup(pc)
 	if !ok {
 		return "", "", "", false
 	}
 	if r.cfaKind == cfaComplex {
-		c := &tab.complex[r.cfaOff]
+		c := &sub.complex[r.cfaOff]
 		if c.cfa.expr != nil {
 			cfa = "exp"
 		} else if c.cfa.reg < numRegs {

@@ -131,8 +131,8 @@ func checkMode(t *testing.T, u *Unwinder, d *dump, mode string, fs []frame) {
 		}
 		pc := fs[i+1].pc
 		o, _ := d.Object(pc - 1)
-		r, ok := u.Table(o).lookup(pc - 1 - o.Bias)
-		if !ok || r.cfaKind != cfaComplex || !u.Table(o).complex[r.cfaOff].signal {
+		r, sub, ok := u.Table(o).lookup(pc - 1 - o.Bias)
+		if !ok || r.cfaKind != cfaComplex || !sub.complex[r.cfaOff].signal {
 			t.Errorf("frame %#x (%s) after the handler is not in a signal frame's FDE", pc, fs[i+1].name)
 		}
 	case "thread": // the root is libc's start_thread/clone3, after thread_main

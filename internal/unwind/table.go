@@ -24,7 +24,10 @@ type Table struct {
 	noCFI bool
 	// gofn, for a Go binary, gives the rules of its Go functions where
 	// the rows above have none.
-	gofn  *goFuncs
+	gofn *goFuncs
+	// fdes, when not nil, holds the binary's .eh_frame, whose FDEs are
+	// built one at a time on first lookup: the rows above are empty.
+	fdes  *lazyFDEs
 	stats TableStats
 }
 
@@ -45,8 +48,14 @@ type TableStats struct {
 	Err error
 }
 
-// Rows is the number of rows (pc ranges, including gaps between FDEs).
-func (t *Table) Rows() int { return len(t.pcs) }
+// Rows is the number of rows (pc ranges, including gaps between FDEs);
+// for a table whose FDEs are built on demand, of those built so far.
+func (t *Table) Rows() int {
+	if t.fdes != nil {
+		return t.fdes.rows()
+	}
+	return len(t.pcs)
+}
 
 // Rules is the number of distinct rules the rows share.
 func (t *Table) Rules() int { return len(t.rules) + len(t.complex) }
@@ -64,6 +73,9 @@ func (t *Table) Bytes() int {
 	if t.gofn != nil {
 		n += t.gofn.bytes()
 	}
+	if t.fdes != nil {
+		n += t.fdes.bytes()
+	}
 	return n
 }
 
@@ -74,12 +86,22 @@ func (t *Table) Stats() TableStats { return t.stats }
 // .debug_frame); without one its frames are walked with frame pointers.
 func (t *Table) HasCFI() bool { return !t.noCFI }
 
-// lookup returns the rule in force at pc (an ELF virtual address).
-func (t *Table) lookup(pc uint64) (rule, bool) {
-	if r, ok := t.lookupRows(pc); ok || t.gofn == nil {
-		return r, ok
+// lookup returns the rule in force at pc (an ELF virtual address), and
+// the table that holds its complex part: t, or for a table whose FDEs
+// are built on demand, the one of pc's FDE.
+func (t *Table) lookup(pc uint64) (rule, *Table, bool) {
+	if t.fdes != nil {
+		if sub := t.fdes.table(pc); sub != nil {
+			r, ok := sub.lookupRows(pc)
+			return r, sub, ok
+		}
+		return rule{}, t, false
 	}
-	return t.gofn.lookup(pc)
+	if r, ok := t.lookupRows(pc); ok || t.gofn == nil {
+		return r, t, ok
+	}
+	r, ok := t.gofn.lookup(pc)
+	return r, t, ok
 }
 
 // lookupRows returns the rule of the rows built from .eh_frame and .debug_frame.
@@ -166,28 +188,7 @@ func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []in
 	if want := len(b.rows) + len(s.data)/6; cap(b.rows) < want {
 		b.rows = append(make([]rawRow, 0, want), b.rows...) // about 6 bytes of CFI a row
 	}
-	w, stopped := s.parseFrames(&fs, func(f *fde) {
-		if f.start == 0 || f.end == f.start {
-			return // discarded by the linker, or empty
-		}
-		lo := len(b.rows)
-		if lo >= maxRows {
-			b.noteBad(errTooBig)
-			return
-		}
-		b.fdeLo, b.inTop = lo, b.topFuncs[f.start]
-		err := errRAColumn
-		if f.cie.raReg == RegRIP {
-			b.signal = f.cie.signal
-			err = runFDE(&b.vm, s, f, b.emit)
-		}
-		if err != nil {
-			b.rows = b.rows[:lo]
-			b.noteBad(fmt.Errorf("FDE for %#x: %w", f.start, err))
-			return
-		}
-		b.spans = append(b.spans, fdeSpan{start: f.start, end: f.end, rank: rank, lo: lo, hi: len(b.rows)})
-	})
+	w, stopped := s.parseFrames(&fs, func(f *fde) { b.addFDE(s, f, rank) })
 	if stopped >= 0 && hdrFDEs != nil {
 		var rest []int
 		for _, off := range hdrFDEs() {
@@ -204,6 +205,30 @@ func (b *tableBuilder) addSection(s *frameSection, rank int, hdrFDEs func() []in
 	if b.stats.Err == nil && fs.err != nil {
 		b.stats.Err = fs.err
 	}
+}
+
+// addFDE runs the CFA program of f, an FDE of s, and adds its rows.
+func (b *tableBuilder) addFDE(s *frameSection, f *fde, rank int) {
+	if f.start == 0 || f.end == f.start {
+		return // discarded by the linker, or empty
+	}
+	lo := len(b.rows)
+	if lo >= maxRows {
+		b.noteBad(errTooBig)
+		return
+	}
+	b.fdeLo, b.inTop = lo, b.topFuncs[f.start]
+	err := errRAColumn
+	if f.cie.raReg == RegRIP {
+		b.signal = f.cie.signal
+		err = runFDE(&b.vm, s, f, b.emit)
+	}
+	if err != nil {
+		b.rows = b.rows[:lo]
+		b.noteBad(fmt.Errorf("FDE for %#x: %w", f.start, err))
+		return
+	}
+	b.spans = append(b.spans, fdeSpan{start: f.start, end: f.end, rank: rank, lo: lo, hi: len(b.rows)})
 }
 
 // noteBad counts an FDE left out and keeps the first error.

@@ -199,8 +199,8 @@ func stepIn(tab *Table, pc uint64, fr *frameRegs, mem *memory) (s Stop, exact bo
 	if tab == nil || tab.noCFI {
 		return stepFP(fr, mem), false
 	}
-	if r, ok := tab.lookup(pc); ok {
-		return step(tab, r, fr, mem)
+	if r, sub, ok := tab.lookup(pc); ok {
+		return step(sub, r, fr, mem)
 	}
 	if s = stepFP(fr, mem); s != stopNone {
 		s = StopNoCFI

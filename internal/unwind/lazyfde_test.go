@@ -1,0 +1,132 @@
+package unwind
+
+import (
+	"debug/elf"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// lazyTestBinaries are system binaries whose .eh_frame the lazy table
+// is checked against the whole one with; those missing are skipped.
+var lazyTestBinaries = []string{
+	"/lib/x86_64-linux-gnu/libc.so.6",
+	"/lib64/ld-linux-x86-64.so.2",
+	"/lib/x86_64-linux-gnu/libstdc++.so.6",
+	"/lib/x86_64-linux-gnu/libm.so.6",
+	"/lib/x86_64-linux-gnu/libgcc_s.so.1",
+}
+
+// TestLazyFDEsMatchWhole: a table that builds its FDEs on demand
+// (through .eh_frame_hdr) gives, at the first, second, middle and last
+// byte of every FDE and one past its end, the same rule as the table of
+// every FDE built at once (complex rules compared by content); a lookup
+// builds only the FDE it lands in.
+func TestLazyFDEsMatchWhole(t *testing.T) {
+	bins := []string{testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread")}
+	for _, p := range lazyTestBinaries {
+		if _, err := os.Stat(p); err == nil {
+			bins = append(bins, p)
+		}
+	}
+	for _, p := range bins {
+		f, err := elf.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := newTable(f, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lazy, err := newTable(f, nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eh, hdr := f.Section(".eh_frame"), f.Section(".eh_frame_hdr")
+		hb, _ := sectionData(hdr)
+		data, _ := sectionData(eh)
+		f.Close()
+		if lazy.fdes == nil {
+			t.Errorf("%s: the table was built whole; want its FDEs on demand", p)
+			continue
+		}
+		if whole.fdes != nil || lazy.Rows() != 0 {
+			t.Fatalf("%s: whole table lazy %v, lazy table built %d rows before any lookup", p, whole.fdes != nil, lazy.Rows())
+		}
+		starts, offs := ehFrameHdrTable(hb, hdr.Addr, eh.Addr, uint64(len(data)))
+		if len(starts) < 10 || len(starts) != lazy.stats.FDEs {
+			t.Fatalf("%s: .eh_frame_hdr lists %d FDEs, the table %d", p, len(starts), lazy.stats.FDEs)
+		}
+		lazy.lookup(starts[len(starts)/2])
+		if n := lazy.Rows(); n == 0 || n > 64 {
+			t.Errorf("%s: one lookup built %d rows; want one FDE's", p, n)
+		}
+		var checked int
+		for i, start := range starts {
+			end := start + 1
+			if i+1 < len(starts) {
+				end = starts[i+1]
+			}
+			for _, pc := range []uint64{start, start + 1, start + (end-start)/2, end - 1, end} {
+				want, wt, wok := whole.lookup(pc)
+				got, gt, gok := lazy.lookup(pc)
+				if wok != gok || (wok && !sameRule(want, wt, got, gt)) {
+					t.Fatalf("%s: rule at %#x (FDE %d at .eh_frame+%#x): lazy %+v (%v), whole %+v (%v)", p, pc, i, offs[i], got, gok, want, wok)
+				}
+				checked++
+			}
+		}
+		t.Logf("%s: %d FDEs, %d addresses, %d rows built", p, len(starts), checked, lazy.Rows())
+	}
+}
+
+// sameRule reports whether rule a of table at and rule b of table bt
+// say the same, complex rules by content.
+func sameRule(a rule, at *Table, b rule, bt *Table) bool {
+	if a.cfaKind != cfaComplex || b.cfaKind != cfaComplex {
+		return a == b
+	}
+	return reflect.DeepEqual(at.complex[a.cfaOff], bt.complex[b.cfaOff])
+}
+
+// BenchmarkLoadTable reads libc's unwind table as the unwinder does
+// (loadTable): every FDE built at once (whole), or on demand (lazy)
+// with the FDEs of 300 functions then looked up, about what a profile
+// touches. Reports the table's bytes as the cache counts them.
+func BenchmarkLoadTable(b *testing.B) {
+	const path = "/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := elf.Open(path)
+	if err != nil {
+		testutil.Skipf(b, "%v", err)
+	}
+	eh, hdr := f.Section(".eh_frame"), f.Section(".eh_frame_hdr")
+	hb, _ := sectionData(hdr)
+	data, _ := sectionData(eh)
+	starts, _ := ehFrameHdrTable(hb, hdr.Addr, eh.Addr, uint64(len(data)))
+	f.Close()
+	for _, lazy := range []bool{false, true} {
+		name := "whole"
+		if lazy {
+			name = "lazy"
+		}
+		b.Run(name, func(b *testing.B) {
+			var tab *Table
+			for b.Loop() {
+				f, err := elf.Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if tab, err = newTable(f, nil, lazy); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+				for i := 0; i < len(starts); i += len(starts) / 300 {
+					tab.lookup(starts[i] + 1)
+				}
+			}
+			b.ReportMetric(float64(tab.Bytes()), "table-bytes")
+		})
+	}
+}
