@@ -18,6 +18,9 @@ import (
 	"github.com/gprofile/gprofile/internal/testutil"
 )
 
+// prefix makes the first n bytes of s valid (see lazySection.span).
+func (s *lazySection) prefix(n uint64) int { return s.span(0, n) }
+
 // TestLazySectionPrefix checks that a lazySection inflates what is asked
 // and no more than a step beyond, gives the same bytes as inflating
 // whole, and stops short (without panicking) on a corrupt stream.

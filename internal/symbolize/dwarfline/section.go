@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
@@ -129,14 +130,13 @@ func (s *lazySection) readPages(off, end int) bool {
 	if s.have == nil {
 		s.have = make([]uint64, (s.paged+64*sectionPage-1)/(64*sectionPage))
 	}
-	has := func(p int) bool { return s.have[p/64]&(1<<(p%64)) != 0 }
 	for p, last := off/sectionPage, (end-1)/sectionPage; p <= last; {
-		if has(p) {
+		if s.hasPage(p) {
 			p++
 			continue
 		}
 		q := p
-		for q+1 <= last && !has(q+1) {
+		for q+1 <= last && !s.hasPage(q+1) {
 			q++
 		}
 		if s.pageErr {
@@ -183,11 +183,10 @@ func (s *lazySection) inflate(want int) {
 	}
 }
 
-// prefix makes at least the first n bytes of the section valid (all of
-// it when n is past the end) and returns how many are: fewer than
-// min(n, len(buf)) only when a read fails or the stream is corrupt.
-func (s *lazySection) prefix(n uint64) int {
-	return s.span(0, n)
+// hasPage reports whether page p of the paged part is read. Called
+// with s.mu held.
+func (s *lazySection) hasPage(p int) bool {
+	return s.have != nil && s.have[p/64]&(1<<(p%64)) != 0
 }
 
 // valid returns how many bytes of the section have been made valid: the
@@ -196,15 +195,11 @@ func (s *lazySection) valid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.avail - s.paged
-	for p := range s.paged / sectionPage {
-		if s.have != nil && s.have[p/64]&(1<<(p%64)) != 0 {
-			n += sectionPage
-		}
+	for _, w := range s.have {
+		n += bits.OnesCount64(w) * sectionPage
 	}
-	if r := s.paged % sectionPage; r != 0 && s.have != nil {
-		if p := s.paged / sectionPage; s.have[p/64]&(1<<(p%64)) != 0 {
-			n += r
-		}
+	if last := (s.paged - 1) / sectionPage; s.paged%sectionPage != 0 && s.hasPage(last) {
+		n -= sectionPage - s.paged%sectionPage // the last page is short
 	}
 	return n
 }
