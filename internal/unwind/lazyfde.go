@@ -13,7 +13,7 @@ import (
 // FDE's initial location and offset), and runs an FDE's CFA program the
 // first time a pc inside it is looked up, as libunwind and perf do,
 // where a table of every FDE was built before a binary's first sample
-// (a profile touches a few hundred of libc's 3000 FDEs; BenchmarkLoadTable
+// (a profile touches a few hundred of libc's 3700 FDEs; BenchmarkLoadTable
 // compares both). Each FDE's rows form a Table of their own, read
 // without a lock once built. Safe for concurrent use.
 type lazyFDEs struct {

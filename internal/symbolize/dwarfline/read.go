@@ -130,13 +130,10 @@ func (u *unit) hasCode() bool {
 // unitStartingAt) are not read again. Called with d.unitsMu held.
 func (d *Data) readUnitsThrough(off uint64) {
 	for !d.allUnits && d.nextUnit <= off {
-		u := d.knownAt(d.nextUnit)
+		u := d.headerAt(d.nextUnit)
 		if u == nil {
-			if u = d.readUnitHeader(d.nextUnit); u == nil {
-				d.allUnits = true
-				return
-			}
-			d.insert(u)
+			d.allUnits = true
+			return
 		}
 		d.nextUnit = u.end
 	}
@@ -147,15 +144,27 @@ func (d *Data) readUnitsThrough(off uint64) {
 // d.unitsMu held.
 func (d *Data) walkFrom(start, off uint64) {
 	for o := start; o <= off; {
-		u := d.knownAt(o)
+		u := d.headerAt(o)
 		if u == nil {
-			if u = d.readUnitHeader(o); u == nil {
-				return
-			}
-			d.insert(u)
+			return
 		}
 		o = u.end
 	}
+}
+
+// headerAt returns the unit whose header is at .debug_info offset off:
+// one read before, else read now and added to d.units; nil when the
+// header is corrupt or off is past the section. Called with d.unitsMu
+// held.
+func (d *Data) headerAt(off uint64) *unit {
+	if u := d.knownAt(off); u != nil {
+		return u
+	}
+	u := d.readUnitHeader(off)
+	if u != nil {
+		d.insert(u)
+	}
+	return u
 }
 
 // knownAt returns the unit read so far whose header is at off, or nil.
@@ -274,11 +283,7 @@ func (d *Data) unitStartingAt(off uint64) *unit {
 	if u := d.knownAt(off); u != nil || off < d.nextUnit || d.allUnits {
 		return u
 	}
-	u := d.readUnitHeader(off)
-	if u != nil {
-		d.insert(u)
-	}
-	return u
+	return d.headerAt(off)
 }
 
 // everyUnit returns every unit header, reading (and inflating) all of
