@@ -1,7 +1,9 @@
 package dwarfline
 
 import (
+	"cmp"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -43,21 +45,19 @@ type lineProgram struct {
 	programOff, endOff int
 }
 
-// readLineProgram decodes the line program at .debug_line offset off of
-// unit u (whose comp_dir is compDir) into rows (sequences sorted by
-// address, each ended by an endOfSequence row) and its file names, by
-// file index, joined to their directories as debug/dwarf's LineReader
-// does. A corrupt header gives nothing; a corrupt program keeps the
-// sequences read before the damage.
-// scratch is reused for the rows (its contents are copied out).
-func (d *Data) readLineProgram(u *unit, off uint64, compDir string, scratch *[]lineRow) (rows []lineRow, files []string) {
+// readLineProgram reads the header of the line program at .debug_line
+// offset off of unit u (whose comp_dir is compDir), runs the program once
+// to index its rows (see lineIndex) and returns the index and the file
+// names, by file index, joined to their directories as debug/dwarf's
+// LineReader does. A corrupt header gives nothing; a corrupt program
+// keeps the sequences read before the damage.
+func (d *Data) readLineProgram(u *unit, off uint64, compDir string) (lines lineIndex, files []string) {
 	p := &lineProgram{compDir: compDir, addrSize: u.addrSize}
 	if off >= uint64(len(d.line)) || !p.readHeader(d, off) {
-		return nil, nil
+		return lineIndex{}, nil
 	}
-	rows, seqs := p.run((*scratch)[:0])
-	*scratch = rows[:0]
-	return sortSequences(rows, seqs), p.files
+	p.dirs = nil
+	return p.index(), p.files
 }
 
 // readHeader reads the header at off; false when it is corrupt.
@@ -257,77 +257,130 @@ func pathJoin(dir, file string) string {
 	return path.Join(dir, file)
 }
 
-// run executes the line number program and returns its rows and the
-// row index ranges of its complete sequences; rows after the last
-// DW_LNE_end_sequence (a damaged or unterminated sequence) are dropped.
-func (p *lineProgram) run(rows []lineRow) ([]lineRow, []pcRange) {
-	var seqs []pcRange
-	b := &p.b
-	b.off = p.programOff
-	var addr, opIndex uint64
-	line, file := 1, uint64(1)
-	reset := func() { addr, opIndex, line, file = 0, 0, 1, 1 }
+// lineState is the line number state machine's registers that rows
+// depend on (DWARF 5 section 6.2.2).
+type lineState struct {
+	addr, opIndex uint64
+	line          int64
+	file          uint64
+}
+
+// reset sets st to the state at the start of a sequence.
+func (st *lineState) reset() { *st = lineState{line: 1, file: 1} }
+
+// next executes p's opcodes from b.off until one emits a row, and
+// returns it: a row of the table, or an endOfSequence row (after which
+// st is reset). ok is false at the program's end or on corrupt data.
+// In a replay (the program run again from a lineMark), DW_LNE_define_file
+// is skipped: its file is in p.files already.
+func (p *lineProgram) next(b *dbuf, st *lineState, replay bool) (row lineRow, ok bool) {
 	advance := func(ops uint64) {
-		opIndex += ops
-		addr += p.minInst * (opIndex / p.maxOps)
-		opIndex %= p.maxOps
-	}
-	emit := func() {
-		f := noFile
-		if file < uint64(len(p.files)) {
-			f = uint32(file)
+		if p.maxOps == 1 { // all but VLIW targets: no division
+			st.addr += p.minInst * ops
+			return
 		}
-		rows = append(rows, lineRow{addr: addr, file: f, line: uint32(max(line, 0))})
+		st.opIndex += ops
+		st.addr += p.minInst * (st.opIndex / p.maxOps)
+		st.opIndex %= p.maxOps
 	}
-	start := 0
 	for b.left() > 0 && !b.bad {
 		op := int(b.u8())
 		switch {
 		case op >= p.opcodeBase:
 			adj := uint64(op - p.opcodeBase)
-			advance(adj / p.lineRange)
-			line += p.lineBase + int(adj%p.lineRange)
-			emit()
+			q := adj / p.lineRange
+			advance(q)
+			st.line += int64(p.lineBase) + int64(adj-q*p.lineRange)
+			return p.row(st), true
 		case op == 0:
 			n := b.uleb()
 			at := b.off
+			end := false
 			switch b.u8() {
 			case lneEndSequence:
-				rows = append(rows, lineRow{addr: addr, file: endOfSequence})
-				seqs = append(seqs, pcRange{lo: uint64(start), hi: uint64(len(rows))})
-				start = len(rows)
-				reset()
+				row, end = lineRow{addr: st.addr, file: endOfSequence}, true
+				st.reset()
 			case lneSetAddress:
-				addr = b.addr(p.addrSize)
-				opIndex = 0
+				st.addr = b.addr(p.addrSize)
+				st.opIndex = 0
 			case lneDefineFile:
-				if !p.readFileEntry() {
+				if !replay && !p.readFileEntry() {
 					b.fail()
 				}
 			}
 			if n > uint64(b.left()+b.off-at) || uint64(at)+n < uint64(b.off) {
 				b.fail()
-			} else {
-				b.off = at + int(n)
+				return lineRow{}, false
+			}
+			b.off = at + int(n)
+			if end {
+				return row, true
 			}
 		case op == lnsCopy:
-			emit()
+			return p.row(st), true
 		case op == lnsAdvancePC:
 			advance(b.uleb())
 		case op == lnsAdvanceLine:
-			line += int(b.sleb())
+			st.line += b.sleb()
 		case op == lnsSetFile:
-			file = b.uleb()
+			st.file = b.uleb()
 		case op == lnsConstAddPC:
 			advance(uint64(255-p.opcodeBase) / p.lineRange)
 		case op == lnsFixedAdvancePC:
-			addr += uint64(b.u16())
-			opIndex = 0
+			st.addr += uint64(b.u16())
+			st.opIndex = 0
 		default:
 			for range p.opLengths[op] {
 				b.uleb()
 			}
 		}
 	}
-	return rows[:start], seqs
+	return lineRow{}, false
+}
+
+// row returns the row st emits.
+func (p *lineProgram) row(st *lineState) lineRow {
+	f := noFile
+	if st.file < uint64(len(p.files)) {
+		f = uint32(st.file)
+	}
+	return lineRow{addr: st.addr, file: f, line: uint32(max(st.line, 0))}
+}
+
+// index runs the program once and returns its sequences, sorted by
+// start address, with a lineMark every lineMarkEvery rows; rows after the
+// last DW_LNE_end_sequence (a damaged or unterminated sequence) are
+// dropped.
+func (p *lineProgram) index() lineIndex {
+	x := lineIndex{prog: p}
+	b := p.b
+	b.off = p.programOff
+	var st lineState
+	st.reset()
+	start, lo, n := 0, uint64(0), 0
+	for {
+		row, ok := p.next(&b, &st, false)
+		if !ok {
+			break
+		}
+		if row.file == endOfSequence {
+			if n == 0 {
+				lo = row.addr
+			}
+			x.seqs = append(x.seqs, lineSeq{lo: lo, hi: row.addr, mark: uint32(start), end: uint32(len(x.marks))})
+			start, n = len(x.marks), 0
+			continue
+		}
+		if n%lineMarkEvery == 0 {
+			if n == 0 {
+				lo = row.addr
+			}
+			x.marks = append(x.marks, lineMark{addr: row.addr, line: st.line, off: uint32(b.off),
+				file: uint32(min(st.file, uint64(noFile))), opIndex: uint32(st.opIndex)})
+		}
+		n++
+	}
+	x.marks = x.marks[:start:start]
+	slices.SortStableFunc(x.seqs, func(a, b lineSeq) int { return cmp.Compare(a.lo, b.lo) })
+	return x
 }

@@ -40,7 +40,6 @@ type Table struct {
 type unitLoader struct {
 	d     *Data
 	names map[uint64]funcName // resolved function names, by DIE offset
-	rows  []lineRow           // scratch for line programs
 }
 
 // newUnitLoader returns a unitLoader of d.
@@ -61,7 +60,7 @@ type cuLines struct {
 	once  sync.Once // finds u, loads files, rows and tree
 	u     *unit     // nil until loaded, and when off holds no unit
 	files []string  // file names, by DWARF file index
-	rows  []lineRow // line table, sorted by address
+	lines lineIndex // line table
 	tree  inlineTree
 }
 
@@ -265,55 +264,96 @@ func (x *Table) Preload(pcs []uint64, workers int) {
 	wg.Wait()
 }
 
-// readLineTable reads cu's line table into cu.rows (sequences sorted by
-// address) and cu.files.
+// readLineTable reads cu's line table into cu.lines and cu.files.
 func (u *unitLoader) readLineTable(cu *cuLines) {
 	defer func() {
 		if recover() != nil {
-			cu.rows, cu.files = nil, nil
+			cu.lines, cu.files = lineIndex{}, nil
 		}
 	}()
 	root := u.d.rootOf(cu.u)
 	if !root.ok || !root.hasStmt {
 		return
 	}
-	cu.rows, cu.files = u.d.readLineProgram(cu.u, root.stmtList, root.compDir, &u.rows)
+	cu.lines, cu.files = u.d.readLineProgram(cu.u, root.stmtList, root.compDir)
 }
 
-// sortSequences returns a new slice of rows with its sequences (seqs,
-// as row index ranges) ordered by start address, keeping the order
-// within each.
-func sortSequences(rows []lineRow, seqs []pcRange) []lineRow {
-	sorted := slices.IsSortedFunc(seqs, func(a, b pcRange) int {
-		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)
-	})
-	if sorted {
-		return slices.Clone(rows)
-	}
-	slices.SortStableFunc(seqs, func(a, b pcRange) int {
-		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)
-	})
-	out := make([]lineRow, 0, len(rows))
-	for _, s := range seqs {
-		out = append(out, rows[s.lo:s.hi]...)
-	}
-	return out
+// lineMarkEvery is how many rows of a sequence one lineMark stands for:
+// a lookup decodes at most that many rows (BenchmarkLookupLinesWarm).
+const lineMarkEvery = 16
+
+// lineIndex is a CU's line table without its rows: the rows stay encoded
+// in the line program (.debug_line, which the Data keeps), and a lookup
+// runs the program from the nearest lineMark at or below the address.
+// A table of 16-byte rows costs 20 times the memory; ceval.c's alone
+// has 190 000 rows.
+type lineIndex struct {
+	prog  *lineProgram // the program's header, for replays
+	seqs  []lineSeq    // sorted by lo
+	marks []lineMark   // by sequence, in program order within each
+}
+
+// lineSeq is a sequence of the line program: the addresses [lo, hi) and
+// its marks, marks[mark:end] (none when it has no row but its end).
+type lineSeq struct {
+	lo, hi    uint64
+	mark, end uint32
+}
+
+// lineMark is the state machine after it emitted a row: the row's
+// address, its registers, and the program offset that follows.
+type lineMark struct {
+	addr    uint64
+	line    int64
+	off     uint32 // .debug_line offset of the next opcode
+	file    uint32 // file register, noFile when past the file table
+	opIndex uint32
 }
 
 // lineAt returns the file and line of pc from cu's line table: the last
-// row at or below pc, unless that ends a sequence.
+// row at or below pc of the sequence holding pc, "" and 0 when none
+// does.
 func (cu *cuLines) lineAt(pc uint64) (file string, line int) {
-	i, _ := slices.BinarySearchFunc(cu.rows, pc, func(r lineRow, pc uint64) int {
-		if r.addr <= pc {
+	x := &cu.lines
+	i, _ := slices.BinarySearchFunc(x.seqs, pc, func(s lineSeq, pc uint64) int {
+		if s.lo <= pc {
 			return -1
 		}
 		return 1
 	})
-	if i == 0 || cu.rows[i-1].file == endOfSequence {
-		return "", 0
+	for j := i - 1; j >= 0 && j >= i-maxRangeWalk; j-- {
+		if s := &x.seqs[j]; pc < s.hi && s.mark < s.end {
+			r := x.rowAt(s, pc)
+			return cu.file(r.file), int(r.line)
+		}
 	}
-	r := cu.rows[i-1]
-	return cu.file(r.file), int(r.line)
+	return "", 0
+}
+
+// rowAt returns the last row of sequence s at or below pc (pc is in s):
+// from the last mark at or below pc, the program is run until a row
+// passes pc.
+func (x *lineIndex) rowAt(s *lineSeq, pc uint64) lineRow {
+	marks := x.marks[s.mark:s.end]
+	k, _ := slices.BinarySearchFunc(marks, pc, func(m lineMark, pc uint64) int {
+		if m.addr <= pc {
+			return -1
+		}
+		return 1
+	})
+	m := &marks[max(k-1, 0)]
+	p := x.prog
+	st := lineState{addr: m.addr, opIndex: uint64(m.opIndex), line: m.line, file: uint64(m.file)}
+	best := p.row(&st)
+	b := p.b
+	b.off = int(m.off)
+	for {
+		r, ok := p.next(&b, &st, true)
+		if !ok || r.file == endOfSequence || r.addr > pc {
+			return best
+		}
+		best = r
+	}
 }
 
 // file returns the name of DWARF file index i of cu, "" when unknown.

@@ -1,12 +1,14 @@
 package dwarfline
 
 import (
+	"cmp"
 	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
@@ -100,7 +102,7 @@ func nonEmpty(rs [][2]uint64) [][2]uint64 {
 func compareLines(t *testing.T, ours *Data, std *dwarf.Data, u *unit, e *dwarf.Entry) {
 	cu := &cuLines{u: u}
 	newUnitLoader(ours).readLineTable(cu)
-	rows, files := cu.rows, cu.files
+	rows, files := cu.lines.rows(), cu.files
 	lr, err := std.LineReader(e)
 	if err != nil {
 		t.Fatalf("LineReader: %v", err)
@@ -135,6 +137,7 @@ func compareLines(t *testing.T, ours *Data, std *dwarf.Data, u *unit, e *dwarf.E
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("unit %#x: %d rows, want %d\n got %v\nwant %v", u.off, len(rows), len(want), rows, want)
 	}
+	checkLineAt(t, cu, rows)
 	var wantFiles []string
 	for _, f := range lr.Files() {
 		name := ""
@@ -146,6 +149,79 @@ func compareLines(t *testing.T, ours *Data, std *dwarf.Data, u *unit, e *dwarf.E
 	if fmt.Sprint(files) != fmt.Sprint(wantFiles) {
 		t.Errorf("unit %#x files = %q, want %q", u.off, files, wantFiles)
 	}
+}
+
+// checkLineAt checks cu.lineAt, which runs the program from the nearest
+// mark, against a binary search of rows (sequences sorted by start
+// address) at every row's address and between rows.
+func checkLineAt(t *testing.T, cu *cuLines, rows []lineRow) {
+	t.Helper()
+	want := func(pc uint64) (string, int) {
+		i, _ := slices.BinarySearchFunc(rows, pc, func(r lineRow, pc uint64) int { return cmp.Compare(r.addr, pc+1) })
+		if i == 0 || rows[i-1].file == endOfSequence {
+			return "", 0
+		}
+		return cu.file(rows[i-1].file), int(rows[i-1].line)
+	}
+	for i, r := range rows {
+		pcs := []uint64{r.addr}
+		if i+1 < len(rows) && rows[i+1].addr > r.addr+1 {
+			pcs = append(pcs, (r.addr+rows[i+1].addr)/2)
+		}
+		for _, pc := range pcs {
+			gf, gl := cu.lineAt(pc)
+			wf, wl := want(pc)
+			if gf != wf || gl != wl {
+				t.Errorf("unit %#x: lineAt(%#x) = %s:%d, want %s:%d", cu.u.off, pc, gf, gl, wf, wl)
+				return
+			}
+		}
+	}
+}
+
+// rows returns every row of x, its sequences sorted by start address,
+// each ended by an endOfSequence row, by running the program from each
+// sequence's first mark.
+func (x *lineIndex) rows() []lineRow {
+	var out []lineRow
+	for i := range x.seqs {
+		s := &x.seqs[i]
+		if s.mark == s.end {
+			out = append(out, lineRow{addr: s.hi, file: endOfSequence})
+			continue
+		}
+		m := x.marks[s.mark]
+		p := x.prog
+		st := lineState{addr: m.addr, opIndex: uint64(m.opIndex), line: m.line, file: uint64(m.file)}
+		out = append(out, p.row(&st))
+		b := p.b
+		b.off = int(m.off)
+		for {
+			r, ok := p.next(&b, &st, true)
+			if !ok {
+				break
+			}
+			out = append(out, r)
+			if r.file == endOfSequence {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sortSequences returns a new slice of rows with its sequences (seqs,
+// as row index ranges) ordered by start address, keeping the order
+// within each.
+func sortSequences(rows []lineRow, seqs []pcRange) []lineRow {
+	slices.SortStableFunc(seqs, func(a, b pcRange) int {
+		return cmp.Compare(rows[a.lo].addr, rows[b.lo].addr)
+	})
+	out := make([]lineRow, 0, len(rows))
+	for _, s := range seqs {
+		out = append(out, rows[s.lo:s.hi]...)
+	}
+	return out
 }
 
 // sequencesOf returns the row index ranges of the sequences of rows.
