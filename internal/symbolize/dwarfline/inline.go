@@ -22,16 +22,16 @@ type inlineTree struct {
 }
 
 // inlNode is a subprogram (physical) or an inlined call. Its subtree is
-// nodes[i+1:end]; its ranges are tree.ranges[rlo:rhi].
+// nodes[i+1:end]; its ranges are tree.ranges[rlo:rhi]. Its name is
+// resolved from die on first use and kept in Table.nodeNames: most
+// nodes are never named, and a node is 32 bytes without one.
 type inlNode struct {
-	name     funcName // resolved from die on first use
-	die      uint64   // .debug_info offset of the DIE
-	named    bool
-	physical bool
+	die      uint64 // .debug_info offset of the DIE
 	end      int32
 	rlo, rhi int32
 	callFile uint32 // DW_AT_call_file, a file index of the CU
 	callLine uint32 // DW_AT_call_line
+	physical bool
 }
 
 // funcName is a function's display and system (linkage) names.
@@ -234,10 +234,12 @@ func holdsCode(tag uint16) bool {
 
 // nodeName returns the name of node n, resolving it on first use.
 func (x *Table) nodeName(n *inlNode) funcName {
-	if !n.named {
-		n.name, n.named = x.own.nameAt(n.die, maxOriginHops), true
+	name, ok := x.nodeNames[n.die]
+	if !ok {
+		name = x.own.nameAt(n.die, maxOriginHops)
+		x.nodeNames[n.die] = name
 	}
-	return n.name
+	return name
 }
 
 // nameAt returns the name of the function the DIE at .debug_info offset

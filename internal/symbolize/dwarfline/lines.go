@@ -32,7 +32,10 @@ type Table struct {
 	ranges  []pcRange // CU ranges, sorted by lo; idx is into units
 	units   []*cuLines
 	own     *unitLoader // resolves names for lines, under mu
-	chain   []int       // scratch for expand
+	// nodeNames are the names of the inline tree nodes named so far,
+	// by DIE offset, under mu.
+	nodeNames map[uint64]funcName
+	chain     []int // scratch for expand
 }
 
 // unitLoader resolves function names; each goroutine that does has its
@@ -80,7 +83,7 @@ const (
 
 // NewTable returns a line source for d.
 func NewTable(d *Data) *Table {
-	return &Table{D: d, own: newUnitLoader(d)}
+	return &Table{D: d, own: newUnitLoader(d), nodeNames: make(map[uint64]funcName)}
 }
 
 // Lines returns the source lines of pc, innermost first; see
