@@ -8,20 +8,21 @@ import (
 )
 
 // GOGC during start-up, and after it. Start-up allocates in bursts
-// (binaries, unwind tables, DWARF, maps) from a small heap that Go's
-// default 100 collects every few MB: a higher GOGC then costs less CPU
-// per sample. What follows allocates slowly (new stacks, new units of
-// line tables), so a lower GOGC costs a collection every few seconds
-// and keeps the heap, and RSS, near what is live instead of growing to
-// three times it. Start-up ends after gcWarmup, or earlier once the live
-// heap passes gcLargeHeap (a whole-system run that caches many processes
-// and binaries). bench/run.sh measures CPU µs/sample and peak RSS
-// (BENCHMARKS.md), bench/soak.sh long runs (bench/SOAK.md).
+// (binaries, unwind tables, DWARF, maps, every stack new) and leaves
+// much of it garbage: Go's default 100 keeps the heap at twice what is
+// live. What follows allocates slowly (new stacks, new units of line
+// tables), so a lower GOGC costs a collection every few seconds and
+// keeps the heap, and RSS, nearer what is live. Start-up ends after
+// gcWarmup, or earlier once the live heap passes gcLargeHeap (a
+// whole-system run that caches many processes and binaries). A higher
+// GOGC in start-up (200) raised peak RSS for no CPU saved, and 25 after
+// it cost more CPU than it saved RSS (BENCHMARKS.md). bench/run.sh measures CPU µs/sample and peak RSS (BENCHMARKS.md),
+// bench/soak.sh long runs (bench/SOAK.md).
 const (
-	gcPercentSmall = 200
+	gcPercentSmall = 100
 	gcPercentLarge = 50
 	gcLargeHeap    = 24 << 20 // bytes of live heap
-	gcWarmup       = 2 * time.Second
+	gcWarmup       = 500 * time.Millisecond
 	gcCheckEvery   = 500 * time.Millisecond
 )
 
