@@ -83,7 +83,7 @@ func pagedFrom(t *testing.T, plain []byte, _ int) *lazySection {
 }
 
 // FuzzLazyDWARFLines runs the line reader over sections whose
-// .debug_info, .debug_abbrev and .debug_line are inflated on demand (in
+// .debug_info, .debug_abbrev, .debug_line and .debug_str are inflated on demand (in
 // steps of 1-64 bytes, so that every read ends near a step), or, when
 // step's high bit is set, read on demand in pages of 1-64 bytes, with
 // and without .debug_aranges. Without it, the answers must equal those
@@ -104,9 +104,10 @@ func FuzzLazyDWARFLines(f *testing.F) {
 			defer func() { sectionPage = old }()
 			from = pagedFrom
 		}
-		lazy := &Data{InfoZ: from(t, info, n), AbbrevZ: from(t, abbrev, n), LineZ: from(t, line, n)}
+		lazy := &Data{InfoZ: from(t, info, n), AbbrevZ: from(t, abbrev, n), LineZ: from(t, line, n), StrZ: from(t, str, n)}
 		lazyData := maps.Clone(data)
 		lazyData["info"], lazyData["abbrev"], lazyData["line"] = lazy.InfoZ.buf, lazy.AbbrevZ.buf, lazy.LineZ.buf
+		lazyData["str"] = lazy.StrZ.buf
 		ld, wd := lazy.init(lazyData), dwarfFromSections(data)
 		if (ld == nil) != (wd == nil) {
 			t.Fatalf("lazy reader found units: %v, whole reader: %v", ld != nil, wd != nil)

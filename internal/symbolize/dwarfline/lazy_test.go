@@ -92,8 +92,8 @@ func TestLazyDWARFMatchesWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := Load(ef, lr, nil)
-		if d == nil || d.InfoZ == nil || d.AbbrevZ == nil || d.LineZ == nil {
-			t.Fatalf("loadDWARF: %v; want .debug_info, .debug_abbrev and .debug_line inflated on demand", d != nil)
+		if d == nil || d.InfoZ == nil || d.AbbrevZ == nil || d.LineZ == nil || d.StrZ == nil || d.LineStrZ == nil || d.RnglistsZ == nil {
+			t.Fatalf("loadDWARF: %v; want .debug_info, .debug_abbrev, .debug_line, the string sections and .debug_rnglists inflated on demand", d != nil)
 		}
 		return d
 	}
@@ -247,8 +247,8 @@ func TestLazyUncompressedMatchesWhole(t *testing.T) {
 		t.Fatalf("gcc -gz=none wrote a compressed or no .debug_info")
 	}
 	d := Load(ef, lr, nil)
-	if d == nil || d.InfoZ == nil || d.LineZ == nil {
-		t.Fatalf("Load: %v; want .debug_info and .debug_line read on demand", d != nil)
+	if d == nil || d.InfoZ == nil || d.LineZ == nil || d.StrZ == nil || d.LineStrZ == nil || d.RnglistsZ == nil {
+		t.Fatalf("Load: %v; want .debug_info, .debug_line, the string sections and .debug_rnglists read on demand", d != nil)
 	}
 	x := NewTable(d)
 	first := symtest.ElfSymbol(t, bin, "f0_0").Value

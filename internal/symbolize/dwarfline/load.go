@@ -101,7 +101,8 @@ func Load(f *elf.File, lr *elfio.ReaderAt, cache *SectionCache) (d *Data) {
 		return nil
 	}
 	d = &Data{big: f.ByteOrder == binary.BigEndian,
-		InfoZ: lazy["info"], AbbrevZ: lazy["abbrev"], LineZ: lazy["line"]}
+		InfoZ: lazy["info"], AbbrevZ: lazy["abbrev"], LineZ: lazy["line"],
+		StrZ: lazy["str"], LineStrZ: lazy["line_str"], RangesZ: lazy["ranges"], RnglistsZ: lazy["rnglists"]}
 	return d.init(data)
 }
 

@@ -75,7 +75,8 @@ func (d *Data) rnglistOffset(u *unit, idx uint64) (uint64, bool) {
 	base := u.root.rnglistsBase
 	size := uint64(u.offSize())
 	off := base + idx*size
-	if idx > uint64(len(d.rnglists)) || off < base || off+size > uint64(len(d.rnglists)) {
+	if idx > uint64(len(d.rnglists)) || off < base || off+size > uint64(len(d.rnglists)) ||
+		uint64(validSpan(d.RnglistsZ, d.rnglists, off, off+size)) < off+size {
 		return 0, false
 	}
 	b := dbuf{data: d.rnglists, off: int(off), big: d.big}
@@ -87,20 +88,33 @@ func (d *Data) debugRanges(u *unit, off, base uint64, out [][2]uint64) [][2]uint
 	if off >= uint64(len(d.ranges)) {
 		return out
 	}
-	b := dbuf{data: d.ranges, off: int(off), big: d.big}
+	n0 := len(out)
+	inSpan(d.RangesZ, d.ranges, off, func(data []byte) (ranOut bool) {
+		out, ranOut = d.debugRangesIn(data, u, off, base, out[:n0])
+		return ranOut
+	})
+	return out
+}
+
+// debugRangesIn is debugRanges over data, a prefix of .debug_ranges;
+// ranOut reports that the list did not end inside it.
+func (d *Data) debugRangesIn(data []byte, u *unit, off, base uint64, out [][2]uint64) (_ [][2]uint64, ranOut bool) {
+	b := dbuf{data: data, off: int(off), big: d.big}
 	maxAddr := ^uint64(0) >> (64 - 8*uint(u.addrSize))
 	for n := 0; n < maxRangeEntries && b.left() > 0; n++ {
 		lo, hi := b.addr(u.addrSize), b.addr(u.addrSize)
 		switch {
-		case b.bad || lo == 0 && hi == 0:
-			return out
+		case b.bad:
+			return out, true
+		case lo == 0 && hi == 0:
+			return out, false
 		case lo == maxAddr:
 			base = hi
 		case lo < hi:
 			out = append(out, [2]uint64{base + lo, base + hi})
 		}
 	}
-	return out
+	return out, b.left() == 0
 }
 
 // rnglist appends the ranges of the .debug_rnglists list at off.
@@ -108,7 +122,18 @@ func (d *Data) rnglist(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
 	if off >= uint64(len(d.rnglists)) {
 		return out
 	}
-	b := dbuf{data: d.rnglists, off: int(off), big: d.big}
+	n0 := len(out)
+	inSpan(d.RnglistsZ, d.rnglists, off, func(data []byte) (ranOut bool) {
+		out, ranOut = d.rnglistIn(data, u, off, base, out[:n0])
+		return ranOut
+	})
+	return out
+}
+
+// rnglistIn is rnglist over data, a prefix of .debug_rnglists; ranOut
+// reports that the list did not end inside it.
+func (d *Data) rnglistIn(data []byte, u *unit, off, base uint64, out [][2]uint64) (_ [][2]uint64, ranOut bool) {
+	b := dbuf{data: data, off: int(off), big: d.big}
 	add := func(lo, hi uint64, ok bool) {
 		if ok && lo < hi {
 			out = append(out, [2]uint64{lo, hi})
@@ -117,7 +142,7 @@ func (d *Data) rnglist(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
 	for n := 0; n < maxRangeEntries && !b.bad; n++ {
 		switch b.u8() {
 		case rleEndOfList:
-			return out
+			return out, b.bad
 		case rleBaseAddressx:
 			if a, ok := d.debugAddr(u, b.uleb()); ok {
 				base = a
@@ -143,10 +168,10 @@ func (d *Data) rnglist(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
 			n := b.uleb()
 			add(lo, lo+n, !b.bad)
 		default:
-			return out // an unknown kind: its operands' size is unknown
+			return out, false // an unknown kind: its operands' size is unknown
 		}
 	}
-	return out
+	return out, b.bad
 }
 
 // arangeSets reads .debug_aranges: the address ranges of each unit that

@@ -62,8 +62,10 @@ type Data struct {
 	aranges                           []byte
 	big                               bool // big-endian
 
-	// The lazily inflated sections; nil when complete from the start.
+	// The sections read on demand; nil when complete from the start.
 	InfoZ, AbbrevZ, LineZ *lazySection
+	StrZ, LineStrZ        *lazySection
+	RangesZ, RnglistsZ    *lazySection
 
 	unitsMu  sync.Mutex
 	units    []*unit // the unit headers read so far, by offset

@@ -20,10 +20,10 @@ import (
 // section compressed with zlib.
 const elfCompressZlib = 1
 
-// lazySectionMin is the size (bytes, decompressed) from which a
-// zlib-compressed section of lazySections is inflated on demand rather
-// than whole: below it the saving is too small to matter.
-var lazySectionMin uint64 = 256 << 10 // a variable for tests
+// lazySectionMin is the size (bytes, decompressed) from which a section
+// of lazySections is read on demand rather than whole: below it the
+// saving is too small to matter.
+var lazySectionMin uint64 = 64 << 10 // a variable for tests
 
 // lazyInflateStep is the least a lazySection inflates at a time (bytes):
 // each step costs a flate Read call, so steps of a few hundred bytes
@@ -31,11 +31,13 @@ var lazySectionMin uint64 = 256 << 10 // a variable for tests
 var lazyInflateStep = 64 << 10 // a variable for tests
 
 // lazySections are the DWARF sections (by name without ".debug_") whose
-// readers know how to ask for a prefix: .debug_info (by unit),
-// .debug_abbrev (by table) and .debug_line (by line program). They are
-// the large ones: in glibc's debug file they are 5.8, 1.0 and 1.3 MB of
-// its 8.4 MB of DWARF.
-var lazySections = []string{"info", "abbrev", "line"}
+// readers know how to ask for a span: .debug_info (by unit),
+// .debug_abbrev (by table), .debug_line (by line program), the string
+// sections (by string, cstrIn) and the range lists (by list, inSpan).
+// .debug_info, .debug_abbrev and .debug_line are the large ones: in
+// glibc's debug file they are 5.8, 1.0 and 1.3 MB of its 8.4 MB of
+// DWARF; libpython's .debug_str and .debug_rnglists are 0.5 MB each.
+var lazySections = []string{"info", "abbrev", "line", "str", "line_str", "ranges", "rnglists"}
 
 // sectionBytes is a DWARF section's contents, decompressed: data, and
 // for a section read on demand the lazySection that fills it (nil when
@@ -88,6 +90,47 @@ type lazySection struct {
 func newLazySection(size int) *lazySection {
 	mem := elfio.NewBuffer(size)
 	return &lazySection{buf: mem.Data, mem: mem}
+}
+
+// cstrIn returns the NUL-terminated string at off in sec, a section read
+// on demand by z (nil when complete): "" when off is outside sec or the
+// string is unterminated. It reads a page's worth at a time until the
+// NUL.
+func cstrIn(z *lazySection, sec []byte, off uint64) string {
+	if z == nil {
+		return cstrAt(sec, off)
+	}
+	for want := uint64(256); off < uint64(len(sec)); want *= 16 {
+		e := validSpan(z, sec, off, off+want)
+		if i := bytes.IndexByte(sec[off:e], 0); i >= 0 {
+			return string(sec[off : off+uint64(i)])
+		}
+		if uint64(e) < min(off+want, uint64(len(sec))) {
+			return "" // a failed read, or the stream is corrupt
+		}
+		if e == len(sec) {
+			return ""
+		}
+	}
+	return ""
+}
+
+// inSpan calls parse with sec, a section read on demand by z (nil when
+// complete), valid from off for a span of at least a few hundred bytes;
+// when parse reports that it ran out of bytes (and there are more), it
+// calls it again with a span 16 times longer, up to the whole section.
+// A list is read by its own bytes, not the section's.
+func inSpan(z *lazySection, sec []byte, off uint64, parse func(data []byte) (ranOut bool)) {
+	if z == nil {
+		parse(sec)
+		return
+	}
+	for want := uint64(512); ; want *= 16 {
+		e := validSpan(z, sec, off, off+want)
+		if !parse(sec[:e]) || e == len(sec) || uint64(e) < min(off+want, uint64(len(sec))) {
+			return
+		}
+	}
 }
 
 // validSpan makes bytes [off, end) of data, a section read on demand by
