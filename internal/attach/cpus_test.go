@@ -53,7 +53,8 @@ func TestRingSize(t *testing.T) {
 		{999, 2, 16 << 10, 8 << 20},
 		{999, 2, 8 << 10, 4 << 20},
 		{4999, 2, 8 << 10, 32 << 20},
-		{999, 2, dwarfTopsRecordBytes, 2 << 20},
+		{999, 2, dwarfTopsRecordBytes, 1 << 20},
+		{4999, 2, dwarfTopsRecordBytes, 8 << 20},
 		{100000, 256, 2096, 1 << 28},
 	} {
 		if got := ringSize(c.hz, c.ncpu, c.record); got != c.want {

@@ -256,9 +256,10 @@ func (s *Sampler) RingBytes() int { return s.ringBytes }
 
 // ringSize returns a ring buffer size for a quarter of a second of
 // records of recordBytes at hz on ncpu CPUs, against the reader's 100 ms
-// poll: a power of two between 1 MiB and 256 MiB. The kernel maps the data
-// pages twice (for records that wrap), so the ring counts twice its size
-// in gprofile's RSS.
+// poll: a power of two between 1 MiB and 256 MiB. The BPF program wakes
+// the reader at half full (wakeup_bytes), which leaves it an eighth of a
+// second to start draining. The kernel maps the data pages twice (for
+// records that wrap), so the ring counts twice its size in gprofile's RSS.
 func ringSize(hz uint64, ncpu int, recordBytes int) int {
 	want := hz * uint64(ncpu) * uint64(recordBytes) / 4
 	size := uint64(1) << 20
@@ -290,15 +291,15 @@ func (s *Sampler) recordBytes() int {
 // ring at 999 Hz on 2 CPUs, a quarter of a second of Go-heavy samples.
 const dwarfRecordBytes = 16 << 10
 
-// dwarfTopsRecordBytes is dwarfRecordBytes with Config.StackTops: 4
+// dwarfTopsRecordBytes is dwarfRecordBytes with Config.StackTops: 2
 // KiB, the header, a short kernel stack and the stack bytes a sample
-// copies once the tops are learned, above the mean of every workload
-// measured but deep recursion (BENCHMARKS.md, "learned stack tops":
-// 0.4-5.3 KB): a 2 MiB ring at 999 Hz on 2 CPUs, which the reader,
-// woken at a quarter full, drains well before it fills (0 lost at 999 and
-// 4999 Hz beside the bench's neighbours, BENCHMARKS.md, issue 16 session
-// 12).
-const dwarfTopsRecordBytes = 4 << 10
+// copies once the tops are learned, about the mean record of the bench's
+// workload beside its neighbours (1.9 KB; a 300-deep recursion's is 5.9
+// KB): a 1 MiB ring at 999 Hz on 2 CPUs. No sample was lost at 999 and
+// 4999 Hz beside the bench's neighbours, in the 60 s run, nor under two
+// 300-deep recursions (cmd/gprofile/testdata/dwarf/recurse.c) at 999 and
+// 4999 Hz (BENCHMARKS.md, issue 16 session 13).
+const dwarfTopsRecordBytes = 2 << 10
 
 func (s *Sampler) load() error {
 	spec, err := loadProfile()
@@ -341,7 +342,7 @@ func (s *Sampler) load() error {
 		{v.FilterTid, boolByte(s.cfg.TIDs != nil)},
 		{v.IncludeIdle, boolByte(s.cfg.IncludeIdle)},
 		{v.FollowForks, boolByte(s.cfg.PIDs != nil)},
-		{v.WakeupBytes, uint64(s.ringBytes / 4)},
+		{v.WakeupBytes, uint64(s.ringBytes / 2)},
 		{v.TpPeriod, max(s.cfg.Period, 1)},
 		{v.ReportExits, boolByte(s.cfg.ReportExits)},
 		{v.SkipTgid, s.cfg.SkipPID},
