@@ -14,8 +14,11 @@ SOAK_SECONDS ?= 600
 
 all: build
 
+# A static binary (CGO_ENABLED=0: the net package's pure-Go resolver):
+# no libc or dynamic loader mapped beside it, less RSS
+# (BENCHMARKS.md, issue 16 session 13), and it runs on any distribution.
 build:
-	$(GO) build -o $(BIN) ./cmd/gprofile
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/gprofile
 
 # gprofile prints the top functions itself (go tool pprof -top $(PROFILE)
 # shows more).
