@@ -23,17 +23,21 @@ type attrVal struct {
 // when u's root DIE or the rest of it is unreadable or off is not in u.
 func (d *Data) newDIEReader(u *unit, off uint64) (dieReader, bool) {
 	r := d.rootOf(u)
-	if !r.ok || off < u.dieOff || off > u.end || !d.unitBody(u) {
+	if !r.ok || off < u.dieOff || off > u.end {
 		return dieReader{}, false
 	}
-	return dieReader{d: d, u: u, abbrevs: r.abbrevs, b: dbuf{data: d.info[:u.end], off: int(off), big: d.big}}, true
+	b := dbuf{data: d.info[:u.end], off: int(off), big: d.big}
+	if d.InfoZ != nil {
+		b.data, b.src = d.info[:off], &u.src
+	}
+	return dieReader{d: d, u: u, abbrevs: r.abbrevs, b: b}, true
 }
 
 // next reads the abbreviation code of the next DIE and returns its
 // abbreviation: nullDIE for a null entry (the end of a list of
 // children), nil at the end of the unit or on corrupt data.
 func (r *dieReader) next() *abbrev {
-	if r.b.left() <= 0 {
+	if r.b.left() <= 0 && !r.b.grow(1) {
 		return nil
 	}
 	code := r.b.uleb()

@@ -62,6 +62,49 @@ type dbuf struct {
 	off  int
 	big  bool // big-endian
 	bad  bool
+	src  *spanSource // nil: data is all there is
+}
+
+// spanSource lets a dbuf over a section read on demand make more of it
+// valid as it reads on: [off, len(data)) is valid, and a read past
+// len(data) makes the next span valid (grow), up to limit.
+type spanSource struct {
+	z     *lazySection
+	full  []byte // the whole section
+	limit int    // where the dbuf ends (a unit's end)
+}
+
+// growStep is how far past what a read needs grow makes valid (bytes).
+const growStep = 1 << 10
+
+// grow makes need bytes from b.off valid when b reads a section on demand
+// (b.src), and reports whether they are. What lies between the span valid
+// before and b.off is not read: a DIE reader that jumps over a subtree
+// (DW_AT_sibling, seek) does not read it.
+func (b *dbuf) grow(need uint64) bool {
+	s := b.src
+	if s == nil || b.bad || need > uint64(s.limit-b.off) {
+		return false
+	}
+	end := min(s.limit, b.off+int(need)+growStep)
+	e := validSpan(s.z, s.full, uint64(b.off), uint64(end))
+	if e > len(b.data) {
+		b.data = s.full[:e]
+	}
+	return uint64(len(b.data)-b.off) >= need
+}
+
+// seek moves b forward to off, which is at most len(b.data), or at most
+// its source's limit when b reads a section on demand.
+func (b *dbuf) seek(off int) {
+	if off > len(b.data) {
+		if b.src == nil || off > b.src.limit {
+			b.fail()
+			return
+		}
+		b.data = b.src.full[:off] // grow makes what follows off valid
+	}
+	b.off = off
 }
 
 // fail marks b bad and moves it to its end.
@@ -75,7 +118,7 @@ func (b *dbuf) left() int { return len(b.data) - b.off }
 
 // bytes returns the next n bytes (nil past the end).
 func (b *dbuf) bytes(n uint64) []byte {
-	if n > uint64(len(b.data)-b.off) {
+	if n > uint64(len(b.data)-b.off) && !b.grow(n) {
 		b.fail()
 		return nil
 	}
@@ -86,7 +129,7 @@ func (b *dbuf) bytes(n uint64) []byte {
 
 // skip moves past n bytes.
 func (b *dbuf) skip(n uint64) {
-	if n > uint64(len(b.data)-b.off) {
+	if n > uint64(len(b.data)-b.off) && !b.grow(n) {
 		b.fail()
 		return
 	}
@@ -94,7 +137,7 @@ func (b *dbuf) skip(n uint64) {
 }
 
 func (b *dbuf) u8() uint8 {
-	if b.off >= len(b.data) {
+	if b.off >= len(b.data) && !b.grow(1) {
 		b.fail()
 		return 0
 	}
@@ -151,7 +194,7 @@ func (b *dbuf) u64() uint64 {
 func (b *dbuf) uleb() uint64 {
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
-		if b.off >= len(b.data) {
+		if b.off >= len(b.data) && !b.grow(1) {
 			b.fail()
 			return 0
 		}
@@ -171,7 +214,7 @@ func (b *dbuf) sleb() int64 {
 	var v int64
 	var shift uint
 	for {
-		if b.off >= len(b.data) {
+		if b.off >= len(b.data) && !b.grow(1) {
 			b.fail()
 			return 0
 		}
@@ -217,7 +260,10 @@ func (b *dbuf) offset(dwarf64 bool) uint64 {
 
 // cstr reads a NUL-terminated string, without the NUL.
 func (b *dbuf) cstr() []byte {
-	for i := b.off; i < len(b.data); i++ {
+	for i := b.off; ; i++ {
+		if i == len(b.data) && !b.grow(uint64(i-b.off+1)) {
+			break
+		}
 		if b.data[i] == 0 {
 			s := b.data[b.off:i]
 			b.off = i + 1

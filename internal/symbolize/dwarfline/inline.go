@@ -100,8 +100,12 @@ func (u *unitLoader) readInlineTree(cu *cuLines) {
 // to its DW_AT_sibling sib when that lies ahead in the unit, else by
 // walking them.
 func (r *dieReader) skipChildren(off, sib uint64) {
-	if sib > off && sib <= uint64(len(r.b.data)) && sib >= uint64(r.b.off) {
-		r.b.off = int(sib)
+	limit := uint64(len(r.b.data))
+	if r.b.src != nil {
+		limit = uint64(r.b.src.limit)
+	}
+	if sib > off && sib <= limit && sib >= uint64(r.b.off) {
+		r.b.seek(int(sib))
 		return
 	}
 	for depth := 1; depth > 0 && !r.b.bad; {

@@ -182,17 +182,26 @@ func buildManyUnits(t *testing.T) (string, *elf.File, srcline.Source) {
 
 // buildManyUnitsDWARF is buildManyUnits, with compressed DWARF or not.
 func buildManyUnitsDWARF(t *testing.T, compressed bool) (string, *elf.File, srcline.Source) {
+	return buildUnitsDWARF(t, compressed, 40)
+}
+
+// buildUnitsDWARF is buildManyUnitsDWARF with the 240 functions in
+// files source files (40 or fewer: one makes a unit of several pages).
+func buildUnitsDWARF(t *testing.T, compressed bool, files int) (string, *elf.File, srcline.Source) {
 	gcc := symtest.LookPath(t, "gcc", "builds the test program with compressed DWARF")
 	dir := t.TempDir()
 	var srcs []string
+	texts := make([]strings.Builder, files)
 	for i := range 40 {
-		var b strings.Builder
-		fmt.Fprintf(&b, "static inline __attribute__((always_inline)) int in%d(int x) { return x * %d + (x >> 3); }\n", i, i+3)
+		b := &texts[i%files]
+		fmt.Fprintf(b, "static inline __attribute__((always_inline)) int in%d(int x) { return x * %d + (x >> 3); }\n", i, i+3)
 		for j := range 6 {
-			fmt.Fprintf(&b, "__attribute__((noinline)) int f%d_%d(int x) { for (int k = 0; k < x; k++) x += in%d(k); return x; }\n", i, j, i)
+			fmt.Fprintf(b, "__attribute__((noinline)) int f%d_%d(int x) { for (int k = 0; k < x; k++) x += in%d(k); return x; }\n", i, j, i)
 		}
+	}
+	for i := range texts {
 		p := filepath.Join(dir, fmt.Sprintf("u%02d.c", i))
-		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(texts[i].String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		srcs = append(srcs, p)
@@ -292,6 +301,40 @@ func TestLazyUncompressedOutlivesFile(t *testing.T) {
 	// or two: not the headers between (a unit is well under a page).
 	if got := d.InfoZ.valid(); got > 3*sectionPage || len(d.info) < 5*sectionPage {
 		t.Errorf("one lookup in the last unit read %d of %d bytes of .debug_info; want at most 3 pages of %d", got, len(d.info), sectionPage)
+	}
+	checkAllLines(t, f, ref, x)
+}
+
+// TestLazyReleasesLoadedUnit: once a unit's line table and inline tree
+// are read, its .debug_info pages are given back (lazySection.release),
+// and the names looked up later read their DIEs' pages again: every
+// address still gets the lines and names of the whole sections.
+func TestLazyReleasesLoadedUnit(t *testing.T) {
+	bin, f, ref := buildUnitsDWARF(t, false, 1)
+	oldMin := lazySectionMin
+	lazySectionMin = 0
+	t.Cleanup(func() { lazySectionMin = oldMin })
+	ef, lr := symtest.OpenELFFile(t, bin)
+	d := Load(ef, lr, nil)
+	if d == nil || d.InfoZ == nil {
+		t.Fatalf("Load: %v; want .debug_info read a page at a time", d != nil)
+	}
+	x := NewTable(d)
+	if got := x.Lines(symtest.ElfSymbol(t, bin, "f20_3").Value); len(got) == 0 || got[len(got)-1].Function != "f20_3" {
+		t.Fatalf("lines(f20_3) = %+v", got)
+	}
+	var big *unit
+	for _, u := range d.everyUnit() {
+		if big == nil || u.end-u.off > big.end-big.off {
+			big = u
+		}
+	}
+	size := int(big.end - big.off)
+	if size < 4*sectionPage {
+		t.Fatalf("the one-file unit has %d bytes; want at least 4 pages to release", size)
+	}
+	if got := d.InfoZ.valid(); got > size/2 {
+		t.Errorf("after the unit was loaded, %d bytes of .debug_info are read, of its %d; want its pages released", got, size)
 	}
 	checkAllLines(t, f, ref, x)
 }

@@ -43,6 +43,12 @@ type Table struct {
 type unitLoader struct {
 	d     *Data
 	names map[uint64]funcName // resolved function names, by DIE offset
+	// release: once a unit's line table and inline tree are read, its
+	// .debug_info pages read on demand are given back (lazySection.release):
+	// the names looked up later read their DIEs' pages again. Only for a
+	// loader no other goroutine reads .debug_info beside (Table.own, under
+	// Table.mu).
+	release bool
 }
 
 // newUnitLoader returns a unitLoader of d.
@@ -83,7 +89,9 @@ const (
 
 // NewTable returns a line source for d.
 func NewTable(d *Data) *Table {
-	return &Table{D: d, own: newUnitLoader(d), nodeNames: make(map[uint64]funcName)}
+	own := newUnitLoader(d)
+	own.release = true
+	return &Table{D: d, own: own, nodeNames: make(map[uint64]funcName)}
 }
 
 // Lines returns the source lines of pc, innermost first; see
@@ -225,10 +233,13 @@ func (u *unitLoader) loadUnit(cu *cuLines) {
 	}
 	u.readLineTable(cu)
 	u.readInlineTree(cu)
+	if u.release {
+		u.d.InfoZ.release(int(cu.u.off), int(cu.u.end))
+	}
 }
 
 // Preload loads the units holding pcs that are not loaded yet, with
-// workers goroutines, each with its own unitLoader.
+// workers goroutines, each with its own unitLoader; Lines waits for it.
 func (x *Table) Preload(pcs []uint64, workers int) {
 	x.mu.Lock()
 	if !x.indexed {
@@ -248,7 +259,9 @@ func (x *Table) Preload(pcs []uint64, workers int) {
 			todo = append(todo, cu)
 		}
 	}
-	x.mu.Unlock()
+	// x.mu stays held: Lines releases a unit's pages (unitLoader.release),
+	// which the workers' loaders, which do not, may be reading.
+	defer x.mu.Unlock()
 	work := make(chan *cuLines)
 	var wg sync.WaitGroup
 	for range min(workers, len(todo)) {

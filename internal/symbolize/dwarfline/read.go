@@ -89,8 +89,7 @@ type unit struct {
 	once sync.Once
 	root unitRoot
 
-	bodyOnce sync.Once
-	bodyOK   bool // all of the unit's DIEs are valid (unitBody)
+	src spanSource // DIE readers' source when .debug_info is read on demand
 }
 
 // unitRoot is what a unit's root DIE says that the rest of it needs.
@@ -211,7 +210,7 @@ func (d *Data) insert(u *unit) {
 const unitHeaderMaxLength = 12 + 2 + 2 + 8 + 8 + 8
 
 // readUnitHeader reads the unit header at .debug_info offset off (not
-// the unit's DIEs: readRoot and unitBody read those); nil at the end of
+// the unit's DIEs: readRoot and DIE readers read those); nil at the end of
 // the section or when the header is corrupt.
 func (d *Data) readUnitHeader(off uint64) *unit {
 	if off >= uint64(len(d.info)) {
@@ -250,6 +249,7 @@ func (d *Data) readUnitHeader(off uint64) *unit {
 	if b.bad || u.dieOff > u.end || (u.addrSize != 2 && u.addrSize != 4 && u.addrSize != 8) {
 		return nil
 	}
+	u.src = spanSource{z: d.InfoZ, full: d.info, limit: int(u.end)}
 	return u
 }
 
@@ -295,13 +295,6 @@ func (d *Data) everyUnit() []*unit {
 	defer d.unitsMu.Unlock()
 	d.readUnitsThrough(math.MaxUint64)
 	return d.units
-}
-
-// unitBody makes all of u's DIEs valid, once, and reports whether they
-// are (false when a read fails or the stream is corrupt inside u).
-func (d *Data) unitBody(u *unit) bool {
-	u.bodyOnce.Do(func() { u.bodyOK = validSpan(d.InfoZ, d.info, u.off, u.end) >= int(u.end) })
-	return u.bodyOK
 }
 
 // rootOf reads u's root DIE once and returns what it says; ok is false

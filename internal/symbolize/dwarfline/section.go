@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"os"
 	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
@@ -195,6 +196,35 @@ func (s *lazySection) readPages(off, end int) bool {
 		}
 	}
 	return true
+}
+
+// release gives back the pages of the paged part that lie wholly inside
+// [off, end) (elfio.Buffer.Discard) and marks them unread: a later span
+// reads them again from src. The inflated part is never released (the
+// stream cannot be entered again). Only the caller knows no other reader
+// is using those bytes.
+func (s *lazySection) release(off, end int) {
+	if s == nil || s.mem == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	page := os.Getpagesize()
+	if s.have == nil || (page%sectionPage != 0 && sectionPage%page != 0) {
+		return
+	}
+	unit := max(page, sectionPage) // a page that is both kinds of page
+	lo := (max(off, 0) + unit - 1) / unit * unit
+	hi := min(end, s.paged) / unit * unit
+	if hi <= lo {
+		return
+	}
+	if dlo, dhi := s.mem.Discard(lo, hi-lo); dlo != lo || dhi != hi {
+		return // not a mapping, or not discarded: the bytes are still there
+	}
+	for p := lo / sectionPage; p < hi/sectionPage; p++ {
+		s.have[p/64] &^= 1 << (p % 64)
+	}
 }
 
 // inflate makes the stream's part valid through at least want bytes of

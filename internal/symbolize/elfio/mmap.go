@@ -58,7 +58,25 @@ func MapSection(lr *ReaderAt, s *elf.Section, max uint64) *Mapping {
 // (runtime.AddCleanup unmaps it): whatever slices Data must keep its
 // Buffer.
 type Buffer struct {
-	Data []byte
+	Data   []byte
+	mapped bool // Data is the mapping (not the Go heap)
+}
+
+// Discard gives the whole pages of Data[off:off+n] back to the kernel
+// (madvise MADV_DONTNEED): they read as zeros after, and count in RSS
+// again only once written. It returns the range [lo, hi) it discarded,
+// empty when none is (a Buffer in the Go heap, or no whole page inside).
+func (b *Buffer) Discard(off, n int) (lo, hi int) {
+	page := os.Getpagesize()
+	lo = (max(off, 0) + page - 1) / page * page
+	hi = min(off+n, len(b.Data)) / page * page
+	if !b.mapped || hi <= lo {
+		return 0, 0
+	}
+	if unix.Madvise(b.Data[lo:hi], unix.MADV_DONTNEED) != nil {
+		return 0, 0
+	}
+	return lo, hi
 }
 
 // NewBuffer returns a Buffer of n bytes; in the Go heap when n is 0 or
@@ -71,7 +89,7 @@ func NewBuffer(n int) *Buffer {
 	if err != nil {
 		return &Buffer{Data: make([]byte, n)}
 	}
-	b := &Buffer{Data: mem}
+	b := &Buffer{Data: mem, mapped: true}
 	runtime.AddCleanup(b, func(m []byte) { _ = unix.Munmap(m) }, mem)
 	return b
 }
