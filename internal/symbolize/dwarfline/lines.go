@@ -301,8 +301,7 @@ const lineMarkEvery = 16
 // lineIndex is a CU's line table without its rows: the rows stay encoded
 // in the line program (.debug_line, which the Data keeps), and a lookup
 // runs the program from the nearest lineMark at or below the address.
-// A mark is 32 bytes: 2 bytes a row, where a table of rows costs 16
-// (CPython's ceval.c alone has 190 000 rows).
+// A mark is 32 bytes: 2 bytes a row, where a table of rows costs 16.
 type lineIndex struct {
 	prog  *lineProgram // the program's header, for replays
 	seqs  []lineSeq    // sorted by lo

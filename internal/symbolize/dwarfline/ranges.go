@@ -85,12 +85,22 @@ func (d *Data) rnglistOffset(u *unit, idx uint64) (uint64, bool) {
 
 // debugRanges appends the ranges of the .debug_ranges list at off.
 func (d *Data) debugRanges(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
-	if off >= uint64(len(d.ranges)) {
+	return listIn(d.RangesZ, d.ranges, off, out, func(data []byte, out [][2]uint64) ([][2]uint64, bool) {
+		return d.debugRangesIn(data, u, off, base, out)
+	})
+}
+
+// listIn appends to out the ranges parse reads from the list at off in
+// sec, a section read on demand by z (nil when complete): parse gets a
+// prefix of sec valid from off and reports whether the list ran past it
+// (see inSpan); the ranges of a try that ran out are dropped.
+func listIn(z *lazySection, sec []byte, off uint64, out [][2]uint64, parse func(data []byte, out [][2]uint64) ([][2]uint64, bool)) [][2]uint64 {
+	if off >= uint64(len(sec)) {
 		return out
 	}
 	n0 := len(out)
-	inSpan(d.RangesZ, d.ranges, off, func(data []byte) (ranOut bool) {
-		out, ranOut = d.debugRangesIn(data, u, off, base, out[:n0])
+	inSpan(z, sec, off, func(data []byte) (ranOut bool) {
+		out, ranOut = parse(data, out[:n0])
 		return ranOut
 	})
 	return out
@@ -119,15 +129,9 @@ func (d *Data) debugRangesIn(data []byte, u *unit, off, base uint64, out [][2]ui
 
 // rnglist appends the ranges of the .debug_rnglists list at off.
 func (d *Data) rnglist(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
-	if off >= uint64(len(d.rnglists)) {
-		return out
-	}
-	n0 := len(out)
-	inSpan(d.RnglistsZ, d.rnglists, off, func(data []byte) (ranOut bool) {
-		out, ranOut = d.rnglistIn(data, u, off, base, out[:n0])
-		return ranOut
+	return listIn(d.RnglistsZ, d.rnglists, off, out, func(data []byte, out [][2]uint64) ([][2]uint64, bool) {
+		return d.rnglistIn(data, u, off, base, out)
 	})
-	return out
 }
 
 // rnglistIn is rnglist over data, a prefix of .debug_rnglists; ranOut
