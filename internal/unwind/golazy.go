@@ -177,6 +177,9 @@ func (g *goFuncs) decode(i int) []goRow {
 				add(off, rule{cfaKind: cfaNone})
 			}
 		}
+		if n >= length-off { // the row runs to the function's end (or a corrupt advance past it)
+			break
+		}
 		off += n
 	}
 	return rows
@@ -227,15 +230,16 @@ func (r *goReader) byte() (byte, bool) {
 
 func (r *goReader) uleb() (uint64, bool) {
 	var v uint64
-	for shift := uint(0); shift < 64; shift += 7 {
+	for shift := uint(0); ; shift += 7 {
 		c, ok := r.byte()
 		if !ok {
 			return 0, false
 		}
-		v |= uint64(c&0x7f) << shift
+		if shift < 64 { // bits past the 64th are dropped, as buf.uleb and the Go runtime's readvarint do
+			v |= uint64(c&0x7f) << shift
+		}
 		if c&0x80 == 0 {
 			return v, true
 		}
 	}
-	return 0, false
 }

@@ -112,6 +112,9 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 				if n := len(b.rows); n == lo || b.rows[n-1].id != 0 {
 					b.rows = append(b.rows, rawRow{pc: pc})
 				}
+				if n >= end-pc {
+					break
+				}
 				pc += n
 				continue
 			}
@@ -121,6 +124,9 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 				st.regs[RegRBP] = regRule{kind: rOffset, off: -16}
 			}
 			b.addRow(pc, &st, false)
+			if n >= end-pc { // the row runs to the function's end (or a corrupt advance past it)
+				break
+			}
 			pc += n
 		}
 		if len(b.rows) == lo {
