@@ -129,7 +129,7 @@ func TestDWARFSectionCache(t *testing.T) {
 	x := NewTable(d)
 	first := symtest.ElfSymbol(t, bin, "f0_0").Value
 	x.Lines(first)
-	saveAll(d)
+	d.Save()
 	part := cachedLen()
 	if part == 0 || part >= int64(len(d.info)) || part != int64(d.InfoZ.avail) {
 		t.Fatalf("after one lookup: %d bytes of .debug_info cached, %d inflated of %d", part, d.InfoZ.avail, len(d.info))
@@ -142,9 +142,16 @@ func TestDWARFSectionCache(t *testing.T) {
 	x = NewTable(d)
 	checkAllLines(t, f, ref, x)
 	x.Lines(1) // a miss: the whole index, the whole section
-	saveAll(d)
+	d.Save()
 	if got := cachedLen(); got != int64(len(d.info)) {
 		t.Fatalf("after every lookup: %d bytes cached, want all %d", got, len(d.info))
+	}
+	if d.strZ == nil {
+		t.Fatal(".debug_str is not read on demand")
+	}
+	strPath := cache.slot(id, "str", f.Section(".debug_str").FileSize).path
+	if st, err := os.Stat(strPath); err != nil || st.Size()-cacheHeaderLen != int64(d.strZ.avail) || d.strZ.avail == 0 {
+		t.Fatalf("after every lookup: .debug_str cached %v (%v), want the %d bytes inflated", st, err, d.strZ.avail)
 	}
 
 	readBefore := read.Load()
@@ -170,12 +177,6 @@ func TestDWARFSectionCache(t *testing.T) {
 		t.Errorf("corrupt cache: .debug_info lazy %v, %d bytes from the cache; want it inflated from the start", d.InfoZ != nil, d.InfoZ.saved)
 	}
 	checkAllLines(t, f, ref, NewTable(d))
-}
-
-func saveAll(d *Data) {
-	d.InfoZ.Save()
-	d.AbbrevZ.Save()
-	d.LineZ.Save()
 }
 
 // countingReaderAt counts the bytes read through it into n.

@@ -216,9 +216,9 @@ func (d *Data) strOf(u *unit, v attrVal) string {
 	case formString:
 		return string(v.s)
 	case formStrp:
-		return cstrIn(d.StrZ, d.str, v.u)
+		return cstrIn(d.strZ, d.str, v.u)
 	case formLineStrp:
-		return cstrIn(d.LineStrZ, d.lineStr, v.u)
+		return cstrIn(d.lineStrZ, d.lineStr, v.u)
 	case formStrx, formStrx1, formStrx2, formStrx3, formStrx4, formGNUStrIndex:
 		size := uint64(u.offSize())
 		off := u.root.strOffsetsBase + v.u*size
@@ -226,7 +226,7 @@ func (d *Data) strOf(u *unit, v attrVal) string {
 			return ""
 		}
 		b := dbuf{data: d.strOffset, off: int(off), big: d.big}
-		return cstrIn(d.StrZ, d.str, b.offset(u.dwarf64))
+		return cstrIn(d.strZ, d.str, b.offset(u.dwarf64))
 	}
 	return ""
 }

@@ -104,10 +104,10 @@ func FuzzLazyDWARFLines(f *testing.F) {
 			defer func() { sectionPage = old }()
 			from = pagedFrom
 		}
-		lazy := &Data{InfoZ: from(t, info, n), AbbrevZ: from(t, abbrev, n), LineZ: from(t, line, n), StrZ: from(t, str, n)}
+		lazy := &Data{InfoZ: from(t, info, n), AbbrevZ: from(t, abbrev, n), LineZ: from(t, line, n), strZ: from(t, str, n)}
 		lazyData := maps.Clone(data)
 		lazyData["info"], lazyData["abbrev"], lazyData["line"] = lazy.InfoZ.buf, lazy.AbbrevZ.buf, lazy.LineZ.buf
-		lazyData["str"] = lazy.StrZ.buf
+		lazyData["str"] = lazy.strZ.buf
 		ld, wd := lazy.init(lazyData), dwarfFromSections(data)
 		if (ld == nil) != (wd == nil) {
 			t.Fatalf("lazy reader found units: %v, whole reader: %v", ld != nil, wd != nil)

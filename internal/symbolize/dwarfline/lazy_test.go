@@ -92,7 +92,7 @@ func TestLazyDWARFMatchesWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := Load(ef, lr, nil)
-		if d == nil || d.InfoZ == nil || d.AbbrevZ == nil || d.LineZ == nil || d.StrZ == nil || d.LineStrZ == nil || d.RnglistsZ == nil {
+		if d == nil || d.InfoZ == nil || d.AbbrevZ == nil || d.LineZ == nil || d.strZ == nil || d.lineStrZ == nil || d.rnglistsZ == nil {
 			t.Fatalf("loadDWARF: %v; want .debug_info, .debug_abbrev, .debug_line, the string sections and .debug_rnglists inflated on demand", d != nil)
 		}
 		return d
@@ -256,7 +256,7 @@ func TestLazyUncompressedMatchesWhole(t *testing.T) {
 		t.Fatalf("gcc -gz=none wrote a compressed or no .debug_info")
 	}
 	d := Load(ef, lr, nil)
-	if d == nil || d.InfoZ == nil || d.LineZ == nil || d.StrZ == nil || d.LineStrZ == nil || d.RnglistsZ == nil {
+	if d == nil || d.InfoZ == nil || d.LineZ == nil || d.strZ == nil || d.lineStrZ == nil || d.rnglistsZ == nil {
 		t.Fatalf("Load: %v; want .debug_info, .debug_line, the string sections and .debug_rnglists read on demand", d != nil)
 	}
 	x := NewTable(d)

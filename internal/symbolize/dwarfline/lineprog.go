@@ -185,9 +185,9 @@ func (p *lineProgram) readV5Entries(d *Data, dirs []string) []string {
 			case formString:
 				s = string(b.cstr())
 			case formStrp:
-				s = cstrIn(d.StrZ, d.str, b.offset(p.dwarf64))
+				s = cstrIn(d.strZ, d.str, b.offset(p.dwarf64))
 			case formLineStrp:
-				s = cstrIn(d.LineStrZ, d.lineStr, b.offset(p.dwarf64))
+				s = cstrIn(d.lineStrZ, d.lineStr, b.offset(p.dwarf64))
 			case formData1, formData2, formData4, formData8, formUdata:
 				v = readConst(b, form)
 			default:

@@ -102,7 +102,7 @@ func Load(f *elf.File, lr *elfio.ReaderAt, cache *SectionCache) (d *Data) {
 	}
 	d = &Data{big: f.ByteOrder == binary.BigEndian,
 		InfoZ: lazy["info"], AbbrevZ: lazy["abbrev"], LineZ: lazy["line"],
-		StrZ: lazy["str"], LineStrZ: lazy["line_str"], RangesZ: lazy["ranges"], RnglistsZ: lazy["rnglists"]}
+		strZ: lazy["str"], lineStrZ: lazy["line_str"], rangesZ: lazy["ranges"], rnglistsZ: lazy["rnglists"]}
 	return d.init(data)
 }
 

@@ -76,7 +76,7 @@ func (d *Data) rnglistOffset(u *unit, idx uint64) (uint64, bool) {
 	size := uint64(u.offSize())
 	off := base + idx*size
 	if idx > uint64(len(d.rnglists)) || off < base || off+size > uint64(len(d.rnglists)) ||
-		uint64(validSpan(d.RnglistsZ, d.rnglists, off, off+size)) < off+size {
+		uint64(validSpan(d.rnglistsZ, d.rnglists, off, off+size)) < off+size {
 		return 0, false
 	}
 	b := dbuf{data: d.rnglists, off: int(off), big: d.big}
@@ -85,7 +85,7 @@ func (d *Data) rnglistOffset(u *unit, idx uint64) (uint64, bool) {
 
 // debugRanges appends the ranges of the .debug_ranges list at off.
 func (d *Data) debugRanges(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
-	return listIn(d.RangesZ, d.ranges, off, out, func(data []byte, out [][2]uint64) ([][2]uint64, bool) {
+	return listIn(d.rangesZ, d.ranges, off, out, func(data []byte, out [][2]uint64) ([][2]uint64, bool) {
 		return d.debugRangesIn(data, u, off, base, out)
 	})
 }
@@ -129,7 +129,7 @@ func (d *Data) debugRangesIn(data []byte, u *unit, off, base uint64, out [][2]ui
 
 // rnglist appends the ranges of the .debug_rnglists list at off.
 func (d *Data) rnglist(u *unit, off, base uint64, out [][2]uint64) [][2]uint64 {
-	return listIn(d.RnglistsZ, d.rnglists, off, out, func(data []byte, out [][2]uint64) ([][2]uint64, bool) {
+	return listIn(d.rnglistsZ, d.rnglists, off, out, func(data []byte, out [][2]uint64) ([][2]uint64, bool) {
 		return d.rnglistIn(data, u, off, base, out)
 	})
 }

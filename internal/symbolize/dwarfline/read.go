@@ -64,8 +64,8 @@ type Data struct {
 
 	// The sections read on demand; nil when complete from the start.
 	InfoZ, AbbrevZ, LineZ *lazySection
-	StrZ, LineStrZ        *lazySection
-	RangesZ, RnglistsZ    *lazySection
+	strZ, lineStrZ        *lazySection // read by cstrIn
+	rangesZ, rnglistsZ    *lazySection // read by listIn
 
 	unitsMu  sync.Mutex
 	units    []*unit // the unit headers read so far, by offset

@@ -298,6 +298,15 @@ func (s *lazySection) Save() {
 	}
 }
 
+// Save writes what was inflated on demand of every section of d read
+// on demand to the section cache it came with (see lazySection.Save);
+// nothing without one. Failures are ignored.
+func (d *Data) Save() {
+	for _, z := range []*lazySection{d.InfoZ, d.AbbrevZ, d.LineZ, d.strZ, d.lineStrZ, d.rangesZ, d.rnglistsZ} {
+		z.Save()
+	}
+}
+
 // complete reports whether the whole section is valid, or cannot be:
 // nothing is left to inflate and every page is read (or a read failed).
 // True for nil (a section read whole).

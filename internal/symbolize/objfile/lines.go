@@ -42,15 +42,13 @@ func (b *Binary) Preload(elfAddrs []uint64) {
 }
 
 // SaveCache writes what was inflated on demand of the binary's
-// compressed DWARF sections (.debug_info, .debug_abbrev, .debug_line) to
-// the section cache of debuginfo.Options.CacheDir, where it has grown since
+// compressed DWARF sections (.debug_info, .debug_abbrev, .debug_line, the
+// string sections and the range lists) to the section cache of debuginfo.Options.CacheDir, where it has grown since
 // loaded; it does nothing without a cache. Failures are ignored (the
 // cache is an optimization). Safe for concurrent use.
 func (b *Binary) SaveCache() {
 	if x, ok := b.lines.(*dwarfline.Table); ok && x.D != nil {
-		x.D.InfoZ.Save()
-		x.D.AbbrevZ.Save()
-		x.D.LineZ.Save()
+		x.D.Save()
 	}
 }
 
