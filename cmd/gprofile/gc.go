@@ -16,8 +16,9 @@ import (
 // gcWarmup, or earlier once the live heap passes gcLargeHeap (a
 // whole-system run that caches many processes and binaries). A higher
 // GOGC in start-up (200) raised peak RSS for no CPU saved, and 25 after
-// it cost more CPU than it saved RSS (BENCHMARKS.md). bench/run.sh measures CPU µs/sample and peak RSS (BENCHMARKS.md),
-// bench/soak.sh long runs (bench/SOAK.md).
+// it cost more CPU than it saved RSS (BENCHMARKS.md, issue 16 session
+// 13). bench/run.sh measures CPU µs/sample and peak RSS, bench/soak.sh
+// long runs (bench/SOAK.md).
 const (
 	gcPercentSmall = 100
 	gcPercentLarge = 50

@@ -356,12 +356,8 @@ func (x *lineIndex) rowAt(s *lineSeq, pc uint64) lineRow {
 		}
 		return 1
 	})
-	m := &marks[max(k-1, 0)]
 	p := x.prog
-	st := lineState{addr: m.addr, opIndex: uint64(m.opIndex), line: m.line, file: uint64(m.file)}
-	best := p.row(&st)
-	b := p.b
-	b.off = int(m.off)
+	best, st, b := x.resume(&marks[max(k-1, 0)])
 	for {
 		r, ok := p.next(&b, &st, true)
 		if !ok || r.file == endOfSequence || r.addr > pc {
@@ -369,6 +365,15 @@ func (x *lineIndex) rowAt(s *lineSeq, pc uint64) lineRow {
 		}
 		best = r
 	}
+}
+
+// resume returns the row of mark m, and the state machine and program
+// reader that run on from it (lineProgram.next with replay).
+func (x *lineIndex) resume(m *lineMark) (lineRow, lineState, dbuf) {
+	st := lineState{addr: m.addr, opIndex: uint64(m.opIndex), line: m.line, file: uint64(m.file)}
+	b := x.prog.b
+	b.off = int(m.off)
+	return x.prog.row(&st), st, b
 }
 
 // file returns the name of DWARF file index i of cu, "" when unknown.

@@ -190,14 +190,10 @@ func (x *lineIndex) rows() []lineRow {
 			out = append(out, lineRow{addr: s.hi, file: endOfSequence})
 			continue
 		}
-		m := x.marks[s.mark]
-		p := x.prog
-		st := lineState{addr: m.addr, opIndex: uint64(m.opIndex), line: m.line, file: uint64(m.file)}
-		out = append(out, p.row(&st))
-		b := p.b
-		b.off = int(m.off)
+		row, st, b := x.resume(&x.marks[s.mark])
+		out = append(out, row)
 		for {
-			r, ok := p.next(&b, &st, true)
+			r, ok := x.prog.next(&b, &st, true)
 			if !ok {
 				break
 			}
