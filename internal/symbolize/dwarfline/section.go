@@ -95,8 +95,8 @@ func newLazySection(size int) *lazySection {
 
 // cstrIn returns the NUL-terminated string at off in sec, a section read
 // on demand by z (nil when complete): "" when off is outside sec or the
-// string is unterminated. It reads a page's worth at a time until the
-// NUL.
+// string is unterminated. It makes a span valid that grows 16-fold until
+// it holds the NUL.
 func cstrIn(z *lazySection, sec []byte, off uint64) string {
 	if z == nil {
 		return cstrAt(sec, off)
@@ -106,10 +106,7 @@ func cstrIn(z *lazySection, sec []byte, off uint64) string {
 		if i := bytes.IndexByte(sec[off:e], 0); i >= 0 {
 			return string(sec[off : off+uint64(i)])
 		}
-		if uint64(e) < min(off+want, uint64(len(sec))) {
-			return "" // a failed read, or the stream is corrupt
-		}
-		if e == len(sec) {
+		if e == len(sec) || uint64(e) < off+want { // the end, a failed read or a corrupt stream
 			return ""
 		}
 	}
@@ -128,7 +125,7 @@ func inSpan(z *lazySection, sec []byte, off uint64, parse func(data []byte) (ran
 	}
 	for want := uint64(512); ; want *= 16 {
 		e := validSpan(z, sec, off, off+want)
-		if !parse(sec[:e]) || e == len(sec) || uint64(e) < min(off+want, uint64(len(sec))) {
+		if !parse(sec[:e]) || e == len(sec) || uint64(e) < off+want {
 			return
 		}
 	}
