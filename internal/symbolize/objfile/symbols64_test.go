@@ -110,6 +110,28 @@ func BenchmarkReadSymbols(b *testing.B) {
 	})
 }
 
+// BenchmarkLoadSymbols reads the symbol table of the Go toolchain's
+// compile (tens of thousands of functions) the way Load does: .symtab
+// and .dynsym read in place, ranked, sorted and copied into an arena
+// (readSymbols64).
+func BenchmarkLoadSymbols(b *testing.B) {
+	out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
+	if err != nil {
+		b.Skipf("go env GOTOOLDIR: %v", err)
+	}
+	f, lr := openELF(b, filepath.Join(strings.TrimSpace(string(out)), "compile"))
+	b.ReportAllocs()
+	for b.Loop() {
+		bin := &Binary{}
+		if err := bin.readSymbols64(f, lr, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		if len(bin.syms) == 0 {
+			b.Fatal("no symbols read")
+		}
+	}
+}
+
 // TestPLTMatchesObjdump names the PLT entries of real binaries
 // (appendPLT64) and requires what objdump -d prints for them ("ADDR
 // <NAME@plt>:"): ls as Debian ships it, and testdata/calls.c (four libc
