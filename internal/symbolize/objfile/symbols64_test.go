@@ -3,6 +3,7 @@ package objfile
 import (
 	"debug/elf"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,4 +196,36 @@ func openELF(tb testing.TB, path string) (*elf.File, *elfio.ReaderAt) {
 		tb.Fatal(err)
 	}
 	return f, lr
+}
+
+// TestBestRawsRanksAliases gives bestRaws several symbols at one address
+// in every order and requires the one perf's rules pick (sized, global,
+// a function, fewest leading underscores, then by name), and one symbol
+// per address, sorted.
+func TestBestRawsRanksAliases(t *testing.T) {
+	at := func(start uint64, name string, size uint64, bind elf.SymBind, typ elf.SymType) rawSym {
+		return rawSym{name: name, start: start, size: size, bind: bind, typ: typ, limit: 0x9000}
+	}
+	raws := []rawSym{
+		at(0x2000, "zeta", 16, elf.STB_GLOBAL, elf.STT_FUNC),
+		at(0x1000, "__libc_malloc", 64, elf.STB_GLOBAL, elf.STT_FUNC),
+		at(0x1000, "malloc_unsized", 0, elf.STB_GLOBAL, elf.STT_FUNC),
+		at(0x1000, "malloc_weak", 64, elf.STB_WEAK, elf.STT_FUNC),
+		at(0x1000, "malloc_local", 64, elf.STB_LOCAL, elf.STT_FUNC),
+		at(0x1000, "malloc_notype", 64, elf.STB_GLOBAL, elf.STT_NOTYPE),
+		at(0x1000, "malloc", 64, elf.STB_GLOBAL, elf.STT_FUNC),
+		at(0x2000, "alpha", 16, elf.STB_GLOBAL, elf.STT_FUNC),
+		at(0x0800, "first", 8, elf.STB_LOCAL, elf.STT_FUNC),
+	}
+	for round := range 20 {
+		shuffled := slices.Clone(raws)
+		rand.New(rand.NewPCG(uint64(round), 1)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		var got []string
+		for _, r := range bestRaws(shuffled) {
+			got = append(got, fmt.Sprintf("%#x:%s", r.start, r.name))
+		}
+		if want := []string{"0x800:first", "0x1000:malloc", "0x2000:alpha"}; !slices.Equal(got, want) {
+			t.Fatalf("round %d: bestRaws = %v, want %v", round, got, want)
+		}
+	}
 }
