@@ -2,8 +2,10 @@ package unwind
 
 import (
 	"debug/elf"
+	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/testutil"
@@ -128,5 +130,114 @@ func BenchmarkLoadTable(b *testing.B) {
 			}
 			b.ReportMetric(float64(tab.Bytes()), "table-bytes")
 		})
+	}
+}
+
+// BenchmarkUnwindMemo looks up the rules of 300 functions' pcs of
+// libc's lazily built table, as an unwind of stacks seen before does:
+// through the Unwinder's rule memo ("memo") and in the table itself
+// ("table"), the FDEs built already. ns/op is per lookup.
+func BenchmarkUnwindMemo(b *testing.B) {
+	const path = "/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := elf.Open(path)
+	if err != nil {
+		testutil.Skipf(b, "%v", err)
+	}
+	defer f.Close()
+	eh, hdr := f.Section(".eh_frame"), f.Section(".eh_frame_hdr")
+	hb, _ := sectionData(hdr)
+	data, _ := sectionData(eh)
+	starts, _ := ehFrameHdrTable(hb, hdr.Addr, eh.Addr, uint64(len(data)))
+	tab, err := newTable(f, nil, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pcs []uint64
+	for i := 0; i < len(starts); i += len(starts) / 300 {
+		if _, _, ok := tab.lookup(starts[i] + 1); ok {
+			pcs = append(pcs, starts[i]+1)
+		}
+	}
+	memo := new(ruleMemo)
+	for name, lookup := range map[string]func(uint64) (rule, *Table, bool){
+		"memo":  func(pc uint64) (rule, *Table, bool) { return memo.lookup(tab, pc) },
+		"table": tab.lookup,
+	} {
+		b.Run(name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				if _, _, ok := lookup(pcs[n%len(pcs)]); !ok {
+					b.Fatalf("no rule for %#x", pcs[n%len(pcs)])
+				}
+				n++
+			}
+		})
+	}
+}
+
+// TestRuleMemoMatchesTable looks up pcs of two tables through one rule
+// memo, in rounds so that the second finds them remembered (or evicted
+// by another pc of the same slot), and requires the rule of the table
+// itself every time. The tables share pcs: libc's and the same file
+// with a rule changed, so that an entry of one table answering for the
+// other shows.
+func TestRuleMemoMatchesTable(t *testing.T) {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		testutil.Skipf(t, "%v", err)
+	}
+	defer f.Close()
+	a, err := newTable(f, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newTable(f, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.rules = slices.Clone(b.rules)
+	for i := range b.rules {
+		b.rules[i].raOff++ // a different rule at every pc
+	}
+	memo := new(ruleMemo)
+	span := uint64(a.pcs[len(a.pcs)-1])
+	hits := 0
+	for round := range 3 {
+		rng := rand.New(rand.NewPCG(1, 2)) // the same pcs every round
+		for range 20000 {
+			pc := a.base + rng.Uint64N(span)
+			for _, tab := range []*Table{a, b} {
+				if e := memo.slot(tab.memoID(), pc).Load(); e != nil && e.pc == pc && e.tab == tab.memoID() {
+					hits++
+				}
+				want, _, wok := tab.lookup(pc)
+				got, _, gok := memo.lookup(tab, pc)
+				if got != want || gok != wok {
+					t.Fatalf("round %d: memo gives %+v, %v for %#x; the table %+v, %v", round, got, gok, pc, want, wok)
+				}
+			}
+		}
+	}
+	if hits == 0 {
+		t.Error("no lookup was answered from the memo")
+	}
+	// pcs whose entries of a and b share a slot: b's lookup finds a's
+	// entry for the same pc there, and must not take it.
+	shared := 0
+	for pc := a.base; pc < a.base+span && shared < 50; pc++ {
+		if memo.slot(a.memoID(), pc) != memo.slot(b.memoID(), pc) {
+			continue
+		}
+		want, _, wok := b.lookup(pc)
+		if _, _, ok := memo.lookup(a, pc); !ok || !wok {
+			continue
+		}
+		shared++
+		if got, _, _ := memo.lookup(b, pc); got != want {
+			t.Fatalf("%#x: b's lookup gives %+v (a's entry in the shared slot?), want %+v", pc, got, want)
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no pc of a and b shares a slot: the check above checked nothing")
 	}
 }

@@ -28,6 +28,7 @@ type Options struct {
 type Unwinder struct {
 	maxFrames int
 	cache     *tableCache
+	memo      *ruleMemo
 	loads     atomic.Int64
 	loadErrs  atomic.Int64
 }
@@ -40,7 +41,7 @@ func New(opts Options) *Unwinder {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = DefaultCacheBytes
 	}
-	return &Unwinder{maxFrames: opts.MaxFrames, cache: newTableCache(opts.CacheBytes)}
+	return &Unwinder{maxFrames: opts.MaxFrames, cache: newTableCache(opts.CacheBytes), memo: new(ruleMemo)}
 }
 
 // Stats are an Unwinder's table counters.
@@ -167,7 +168,7 @@ func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byt
 		}
 		sp := fr.v[RegRSP]
 		var s Stop
-		if s, exact = stepIn(tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
+		if s, exact = stepIn(u.memo, tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
 			if s == stopOutermost {
 				return dst, StopComplete, fr.v[RegRSP] - regs.SP()
 			}
@@ -189,17 +190,18 @@ func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byt
 }
 
 // stepIn steps from a frame at pc (an ELF address of the object whose
-// table is tab, nil for JIT code) to its caller: with the CFI row for pc;
+// table is tab, nil for JIT code) to its caller: with the CFI row for pc
+// (through memo);
 // with frame pointers when the object has no CFI; and, when it has some
 // but none for pc (code without CFI inside a binary that has some, such as
 // node's embedded builtins), with frame pointers as perf does, StopNoCFI
 // if they do not hold (rbp 0 included: in code without frame pointers it
 // is no proof of the outermost frame).
-func stepIn(tab *Table, pc uint64, fr *frameRegs, mem *memory) (s Stop, exact bool) {
+func stepIn(memo *ruleMemo, tab *Table, pc uint64, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	if tab == nil || tab.noCFI {
 		return stepFP(fr, mem), false
 	}
-	if r, sub, ok := tab.lookup(pc); ok {
+	if r, sub, ok := memo.lookup(tab, pc); ok {
 		return step(sub, r, fr, mem)
 	}
 	if s = stepFP(fr, mem); s != stopNone {

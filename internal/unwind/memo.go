@@ -1,0 +1,64 @@
+package unwind
+
+import "sync/atomic"
+
+// ruleMemoBits sizes an Unwinder's rule memo: 1<<ruleMemoBits slots.
+const ruleMemoBits = 12
+
+// ruleMemo remembers the CFI rule of recently unwound pcs, so that a
+// stack seen again costs a hash and a load per frame instead of a search
+// of the binary's unwind table (and of its FDE index, for a table built
+// an FDE at a time): BenchmarkUnwindMemo. It is direct-mapped, one rule
+// per slot, the last one looked up winning. Slots hold immutable entries
+// behind atomic pointers, so Unwinders on several goroutines share it
+// without a lock. Only rules that step alone are kept: a rule with a
+// DWARF expression (cfaComplex) needs its table, and an entry names its
+// table by Table.memoID, not by pointer, so that it keeps no table alive
+// past the table cache's eviction.
+type ruleMemo struct {
+	slots [1 << ruleMemoBits]atomic.Pointer[memoRule]
+}
+
+// memoRule is the rule r of the pc pc (an ELF address) in the table whose
+// memoID is tab.
+type memoRule struct {
+	tab, pc uint64
+	r       rule
+}
+
+// memoIDs hands out Table.memoID values; 0 is none yet.
+var memoIDs atomic.Uint64
+
+// memoID returns t's number for the rule memo, given on first use: unique
+// for the process's life, unlike t's address, which a later table may
+// reuse.
+func (t *Table) memoID() uint64 {
+	if id := t.id.Load(); id != 0 {
+		return id
+	}
+	t.id.CompareAndSwap(0, memoIDs.Add(1))
+	return t.id.Load()
+}
+
+// slot returns the slot of the pc pc of table id.
+func (m *ruleMemo) slot(id, pc uint64) *atomic.Pointer[memoRule] {
+	h := pc*0x9e3779b97f4a7c15 ^ id*0xc2b2ae3d27d4eb4f
+	h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
+	return &m.slots[h>>(64-ruleMemoBits)]
+}
+
+// lookup returns the rule of pc in tab, from the memo or, on a miss, from
+// tab (remembering it when it steps alone), the table whose complex
+// rules it indexes, and whether pc has CFI.
+func (m *ruleMemo) lookup(tab *Table, pc uint64) (rule, *Table, bool) {
+	id := tab.memoID()
+	s := m.slot(id, pc)
+	if e := s.Load(); e != nil && e.pc == pc && e.tab == id {
+		return e.r, tab, true
+	}
+	r, sub, ok := tab.lookup(pc)
+	if ok && r.cfaKind != cfaComplex {
+		s.Store(&memoRule{tab: id, pc: pc, r: r})
+	}
+	return r, sub, ok
+}
