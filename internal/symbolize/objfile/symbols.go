@@ -290,7 +290,8 @@ func (b *Binary) sectionLimit(f *elf.File, s *elf.Symbol) (limit uint64, exec bo
 	return math.MaxUint64, false
 }
 
-// rankRaw scores a symbol among those at one address; lower is better.
+// rankRaw scores a symbol among those at one address; lower is better,
+// at most 1259.
 func rankRaw(s rawSym) int {
 	r := 0
 	if s.size == 0 {
@@ -309,40 +310,62 @@ func rankRaw(s rawSym) int {
 	return r + min(len(s.name)-len(strings.TrimLeft(s.name, "_")), 9)
 }
 
-// rawKey is a rawSym's place in bestRaws's order: sorting these
-// 16-byte keys, and the names only on a tie, moves a third of the bytes
-// that sorting the symbols would and ranks each symbol once
-// (BenchmarkLoadSymbols).
-type rawKey struct {
-	start uint64
-	rank  uint32
-	idx   uint32 // into the raws sorted
-}
-
 // bestRaws returns the best symbol at each address of raws, sorted by
-// address. Symbols are ordered by address, then best name first: sized
-// over size 0, global over weak over local, function over no type, fewer
-// leading underscores ("malloc" over "__libc_malloc") (rankRaw), then by
-// name.
+// address: sized over size 0, global over weak over local, function over
+// no type, fewer leading underscores ("malloc" over "__libc_malloc")
+// (rankRaw), then the least name. Each symbol is ranked once, and the
+// sort moves keys, not symbols: packed into one uint64 (offset from the
+// lowest address, rank, index) when they fit, which sorts with inlined
+// comparisons, else 16-byte pairs (BenchmarkLoadSymbols).
 func bestRaws(raws []rawSym) []rawSym {
-	keys := make([]rawKey, len(raws))
-	for i := range raws {
-		keys[i] = rawKey{start: raws[i].start, rank: uint32(rankRaw(raws[i])), idx: uint32(i)}
+	if len(raws) == 0 {
+		return nil
 	}
-	slices.SortFunc(keys, func(a, b rawKey) int {
-		switch {
-		case a.start != b.start:
-			return cmp.Compare(a.start, b.start)
-		case a.rank != b.rank:
-			return cmp.Compare(a.rank, b.rank)
+	lo, hi := raws[0].start, raws[0].start
+	for i := range raws {
+		lo, hi = min(lo, raws[i].start), max(hi, raws[i].start)
+	}
+	// A key is the start and rank<<32 | index; packed, the offset from
+	// lo, rank and index, when each fits its bits (rank: rankRaw's
+	// at most 1259).
+	const rankBits, idxBits = 11, 21
+	type pair struct{ start, rest uint64 }
+	keys := make([]pair, len(raws))
+	for i := range raws {
+		keys[i] = pair{raws[i].start, uint64(rankRaw(raws[i]))<<32 | uint64(i)}
+	}
+	if hi-lo < 1<<(64-rankBits-idxBits) && len(raws) < 1<<idxBits {
+		packed := make([]uint64, len(keys))
+		for i, k := range keys {
+			packed[i] = (k.start-lo)<<(rankBits+idxBits) | k.rest>>32<<idxBits | k.rest&(1<<idxBits-1)
 		}
-		return strings.Compare(raws[a.idx].name, raws[b.idx].name)
-	})
+		slices.Sort(packed)
+		for i, p := range packed {
+			keys[i] = pair{lo + p>>(rankBits+idxBits), p>>idxBits&(1<<rankBits-1)<<32 | p&(1<<idxBits-1)}
+		}
+	} else {
+		slices.SortFunc(keys, func(a, b pair) int {
+			if c := cmp.Compare(a.start, b.start); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.rest, b.rest)
+		})
+	}
 	best := make([]rawSym, 0, len(keys))
-	for i, k := range keys {
-		if i == 0 || k.start != keys[i-1].start {
-			best = append(best, raws[k.idx])
+	for i := 0; i < len(keys); {
+		// A run of one address: the best rank comes first; among the
+		// symbols of that rank, the least name wins.
+		w := uint32(keys[i].rest)
+		j := i + 1
+		for ; j < len(keys) && keys[j].start == keys[i].start; j++ {
+			if keys[j].rest>>32 == keys[i].rest>>32 {
+				if x := uint32(keys[j].rest); raws[x].name < raws[w].name {
+					w = x
+				}
+			}
 		}
+		best = append(best, raws[w])
+		i = j
 	}
 	return best
 }
