@@ -201,7 +201,7 @@ func openELF(tb testing.TB, path string) (*elf.File, *elfio.ReaderAt) {
 // TestBestRawsRanksAliases gives bestRaws several symbols at one address
 // in every order and requires the one perf's rules pick (sized, global,
 // a function, fewest leading underscores, then by name), and one symbol
-// per address, sorted.
+// per address, sorted; with keys packed, and not (addresses far apart).
 func TestBestRawsRanksAliases(t *testing.T) {
 	at := func(start uint64, name string, size uint64, bind elf.SymBind, typ elf.SymType) rawSym {
 		return rawSym{name: name, start: start, size: size, bind: bind, typ: typ, limit: 0x9000}
@@ -217,14 +217,21 @@ func TestBestRawsRanksAliases(t *testing.T) {
 		at(0x2000, "alpha", 16, elf.STB_GLOBAL, elf.STT_FUNC),
 		at(0x0800, "first", 8, elf.STB_LOCAL, elf.STT_FUNC),
 	}
+	// A symbol 2^45 bytes away: the keys no longer pack into a uint64.
+	far := append(slices.Clone(raws), at(1<<45, "far", 8, elf.STB_GLOBAL, elf.STT_FUNC))
 	for round := range 20 {
 		shuffled := slices.Clone(raws)
+		want := []string{"0x800:first", "0x1000:malloc", "0x2000:alpha"}
+		if round%2 == 1 {
+			shuffled = slices.Clone(far)
+			want = append(want, "0x200000000000:far")
+		}
 		rand.New(rand.NewPCG(uint64(round), 1)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		var got []string
 		for _, r := range bestRaws(shuffled) {
 			got = append(got, fmt.Sprintf("%#x:%s", r.start, r.name))
 		}
-		if want := []string{"0x800:first", "0x1000:malloc", "0x2000:alpha"}; !slices.Equal(got, want) {
+		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: bestRaws = %v, want %v", round, got, want)
 		}
 	}
