@@ -177,7 +177,8 @@ func debugFrame(f *elf.File) ([]byte, error) {
 }
 
 // goTopNames are the Go runtime functions that start a stack: a
-// goroutine's runtime.goexit, a thread's mstart, the process's rt0_go.
+// goroutine's runtime.goexit, a thread's mstart, the process's rt0_go,
+// and those that switch to the thread's g0 stack.
 // Go's .debug_frame gives them an ordinary return address rule (the
 // runtime's own traceback stops at them by their TOPFRAME flag), so
 // without this a walk would go on into whatever lies above the stack.
@@ -187,6 +188,13 @@ var goTopNames = map[string]bool{
 	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
 	// mcall runs its argument on the g0 stack, which never returns to it.
 	"runtime.mcall": true, "runtime.mcall.abi0": true,
+	// systemstack and morestack call on the g0 stack too (systemstack
+	// tail-jumps when on it already, so a return address in it always
+	// follows the switch): the goroutine's frames are on its own stack,
+	// outside the window copied from g0's sp, and the walk went on into
+	// what lies above g0's saved sp, an address in no mapping.
+	"runtime.systemstack": true, "runtime.systemstack.abi0": true,
+	"runtime.morestack": true, "runtime.morestack.abi0": true,
 }
 
 // goTopFuncs returns the start addresses of goTopNames in a Go binary
