@@ -624,7 +624,8 @@ int follow_fork(struct task_newtask_args *ctx)
 }
 
 // start_at_exec turns a target waiting for its exec on, once the new
-// program is loaded (as perf's enable_on_exec does); with report_exits it
+// program is loaded (as perf's enable_on_exec does), and drops the
+// thread's stack top; with report_exits it
 // also tells the reader at once (waking it), so that a process that lives
 // a few milliseconds is seen alive, its new maps read. The exec'ing task
 // is current (by now its thread group's leader). A raw tracepoint: it
@@ -634,6 +635,10 @@ SEC("raw_tracepoint/sched_process_exec")
 int start_at_exec(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	// The exec'ing thread's stack top was the old program's: the new
+	// one's stack is elsewhere. The reader forgets it at the exec record,
+	// but samples taken before it reads that record would be cut by it.
+	bpf_map_delete_elem(&stack_tops, &tgid);
 	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 	if (v && *v == TARGET_AT_EXEC)
 		*v = TARGET_ON;

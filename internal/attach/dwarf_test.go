@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/gprofile/gprofile/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -327,4 +329,54 @@ func monotonicNs(t *testing.T) uint64 {
 		t.Fatal(err)
 	}
 	return uint64(ts.Nano())
+}
+
+// TestStackTopDroppedAtExec: a process's stack top goes when it execs
+// (the BPF program's exec tracepoint deletes it), before the reader reads
+// the exec record: the new program's stack is elsewhere, and a stale top
+// would cut its first samples. Sampler.Run is not called, so no reader
+// could have deleted it.
+func TestStackTopDroppedAtExec(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatalf("sleep: %v", err)
+	}
+	cmd := exec.Command("sh", "-c", "read line; exec "+sleep+" 10")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := uint32(cmd.Process.Pid)
+	s, err := Open(Config{FrequencyHz: 99, PIDs: []uint32{pid}, CallGraph: CallGraphDWARF, StackTops: true, ReportExits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const top = 0x7fff12345000
+	if err := s.SetStackTop(pid, top); err != nil {
+		t.Fatal(err)
+	}
+	var got uint64
+	if err := s.objs.StackTops.Lookup(pid, &got); err != nil || got != top {
+		t.Fatalf("stack top before the exec: %#x, %v; want %#x", got, err, uint64(top))
+	}
+	fmt.Fprintln(stdin, "go")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/sleep") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell did not exec sleep within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.objs.StackTops.Lookup(pid, &got); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("stack top after the exec: %#x, %v; want none", got, err)
+	}
 }

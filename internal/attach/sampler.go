@@ -380,7 +380,7 @@ func (s *Sampler) load() error {
 		return s.loadError(err)
 	}
 	s.verbosef("BPF: loaded program profile, call graph %s, stack window %d bytes, ring buffer %d bytes, wakeup at %d bytes\n",
-		s.cfg.CallGraph, window, s.ringBytes, s.ringBytes/4)
+		s.cfg.CallGraph, window, s.ringBytes, s.ringBytes/2)
 	for _, tid := range s.cfg.TIDs {
 		if err := s.objs.TargetTids.Put(tid, uint8(1)); err != nil {
 			return fmt.Errorf("add tid %d to the target map: %w", tid, err)

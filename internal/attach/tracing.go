@@ -36,6 +36,7 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 		"targets": s.objs.Targets, "counters": s.objs.Counters,
 		"events": s.objs.Events, "scratch": s.objs.Scratch,
 		"target_tids": s.objs.TargetTids, "tp_hits": s.objs.TpHits,
+		"stack_tops": s.objs.StackTops,
 	}}
 	if err := spec.LoadAndAssign(&progs, opts); err != nil {
 		if s.cfg.AtExec {
