@@ -625,9 +625,9 @@ int follow_fork(struct task_newtask_args *ctx)
 
 // start_at_exec turns a target waiting for its exec on, once the new
 // program is loaded (as perf's enable_on_exec does), and drops the
-// thread's stack top; with report_exits it
-// also tells the reader at once (waking it), so that a process that lives
-// a few milliseconds is seen alive, its new maps read. The exec'ing task
+// thread's stack top; with report_exits it also tells the reader at once
+// (waking it), so that a process that lives a few milliseconds is seen
+// alive, its new maps read. The exec'ing task
 // is current (by now its thread group's leader). A raw tracepoint: it
 // reads no argument, and detaching it costs no RCU grace period (closing
 // a classic tracepoint's perf event waits for one, 20-50 ms).

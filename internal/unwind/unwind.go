@@ -191,12 +191,11 @@ func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byt
 
 // stepIn steps from a frame at pc (an ELF address of the object whose
 // table is tab, nil for JIT code) to its caller: with the CFI row for pc
-// (through memo);
-// with frame pointers when the object has no CFI; and, when it has some
-// but none for pc (code without CFI inside a binary that has some, such as
-// node's embedded builtins), with frame pointers as perf does, StopNoCFI
-// if they do not hold (rbp 0 included: in code without frame pointers it
-// is no proof of the outermost frame).
+// (through memo); with frame pointers when the object has no CFI; and,
+// when it has some but none for pc (code without CFI inside a binary that
+// has some, such as node's embedded builtins), with frame pointers as perf
+// does, StopNoCFI if they do not hold (rbp 0 included: in code without
+// frame pointers it is no proof of the outermost frame).
 func stepIn(memo *ruleMemo, tab *Table, pc uint64, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	if tab == nil || tab.noCFI {
 		return stepFP(fr, mem), false
