@@ -316,9 +316,11 @@ func (u *unitLoader) nameAt(off uint64, hops int) funcName {
 // inlined subroutines whose ranges hold pc, nested in the subprogram that
 // holds it, and that subprogram last. The innermost gets the line table's
 // line; each outer one the call site of the one inside it.
-func (x *Table) expand(cu *cuLines, pc uint64) []srcline.Line {
-	file, line := cu.lineAt(pc)
+func (x *Table) expand(cu *cuLines, pc uint64, sp *span) []srcline.Line {
+	file, line := cu.lineAt(pc, sp)
 	t := &cu.tree
+	funcBounds := func(r *pcRange) (uint64, uint64) { return r.lo, r.hi }
+	narrowFind(sp, t.funcs, pc, funcBounds, nil)
 	fi, ok := findRange(t.funcs, pc)
 	if !ok {
 		if file == "" && line == 0 {
@@ -330,9 +332,22 @@ func (x *Table) expand(cu *cuLines, pc uint64) []srcline.Line {
 	chain := x.chain[:0]
 	for i, limit := root+1, int(t.nodes[root].end); i < limit; {
 		n := &t.nodes[i]
-		if n.physical || !t.contains(n, pc) {
+		if n.physical {
 			i = max(int(n.end), i+1)
 			continue
+		}
+		if !t.contains(n, pc) {
+			for _, r := range t.ranges[n.rlo:n.rhi] {
+				sp.exclude(r[0], r[1], pc)
+			}
+			i = max(int(n.end), i+1)
+			continue
+		}
+		for _, r := range t.ranges[n.rlo:n.rhi] {
+			if r[0] <= pc && pc < r[1] {
+				sp.cut(r[0], r[1])
+				break
+			}
 		}
 		chain = append(chain, i)
 		i, limit = i+1, int(n.end)

@@ -97,6 +97,17 @@ func NewTable(d *Data) *Table {
 // Lines returns the source lines of pc, innermost first; see
 // Binary.Lines.
 func (x *Table) Lines(pc uint64) []srcline.Line {
+	ls, _, _ := x.LinesRange(pc)
+	return ls
+}
+
+// LinesRange is Lines, with the addresses [lo, hi) around pc that get
+// the same answer: those of pc's line table row, of the unit, subprogram
+// and inlined calls that hold pc, and of no other inlined call on the
+// way (at least [pc, pc+1)). Callers that memoize answers (objfile's
+// line memo) keep one per range instead of one per address: the leaves
+// of a hot loop fall on many addresses but few rows.
+func (x *Table) LinesRange(pc uint64) (ls []srcline.Line, lo, hi uint64) {
 	defer runtime.KeepAlive(x.D) // its sections' buffers, while lines are read from them
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -110,10 +121,66 @@ func (x *Table) Lines(pc uint64) []srcline.Line {
 		cu = x.unitFor(pc)
 	}
 	if cu == nil {
-		return nil
+		return nil, pc, pc + 1
 	}
+	sp := span{0, ^uint64(0)}
+	narrowFind(&sp, x.ranges, pc, func(r *pcRange) (uint64, uint64) { return r.lo, r.hi }, nil)
 	cu.once.Do(func() { x.own.loadUnit(cu) })
-	return x.expand(cu, pc)
+	ls = x.expand(cu, pc, &sp)
+	if sp.lo > pc || sp.hi <= pc {
+		return ls, pc, pc + 1
+	}
+	return ls, sp.lo, sp.hi
+}
+
+// span is the addresses [lo, hi) that a lookup's answer holds for, as
+// the lookup narrows it.
+type span struct{ lo, hi uint64 }
+
+// cut narrows s to [lo, hi).
+func (s *span) cut(lo, hi uint64) {
+	s.lo, s.hi = max(s.lo, lo), min(s.hi, hi)
+}
+
+// exclude narrows s, which holds pc, to leave out [lo, hi), which does
+// not hold pc.
+func (s *span) exclude(lo, hi, pc uint64) {
+	switch {
+	case hi <= pc:
+		s.lo = max(s.lo, hi)
+	case lo > pc:
+		s.hi = min(s.hi, lo)
+	}
+}
+
+// narrowFind narrows s to the addresses for which the search of
+// findRange (the last entry of rs, sorted by lo, starting at or below
+// the address, that holds it, at most maxRangeWalk back) ends as it does
+// for pc: at the same entry, or at none. Entries that skip says nothing
+// about (nil: none) are passed over whatever the address, as lineAt
+// passes over empty sequences.
+func narrowFind[T any](s *span, rs []T, pc uint64, bounds func(*T) (uint64, uint64), skip func(*T) bool) {
+	i, _ := slices.BinarySearchFunc(rs, pc, func(r T, pc uint64) int {
+		if lo, _ := bounds(&r); lo <= pc {
+			return -1
+		}
+		return 1
+	})
+	if i < len(rs) {
+		lo, _ := bounds(&rs[i])
+		s.cut(0, lo)
+	}
+	for j := i - 1; j >= 0 && j >= i-maxRangeWalk; j-- {
+		if skip != nil && skip(&rs[j]) {
+			continue
+		}
+		lo, hi := bounds(&rs[j])
+		if pc < hi {
+			s.cut(lo, hi) // the entry found
+			return
+		}
+		s.cut(hi, ^uint64(0))
+	}
 }
 
 // buildIndex reads the ranges of every unit with code into x.ranges:
@@ -327,9 +394,11 @@ type lineMark struct {
 
 // lineAt returns the file and line of pc from cu's line table: the last
 // row at or below pc of the sequence holding pc, "" and 0 when none
-// does.
-func (cu *cuLines) lineAt(pc uint64) (file string, line int) {
+// does. It narrows sp to the addresses that get the same row.
+func (cu *cuLines) lineAt(pc uint64, sp *span) (file string, line int) {
 	x := &cu.lines
+	empty := func(s *lineSeq) bool { return s.mark >= s.end }
+	narrowFind(sp, x.seqs, pc, func(s *lineSeq) (uint64, uint64) { return s.lo, s.hi }, empty)
 	i, _ := slices.BinarySearchFunc(x.seqs, pc, func(s lineSeq, pc uint64) int {
 		if s.lo <= pc {
 			return -1
@@ -338,17 +407,23 @@ func (cu *cuLines) lineAt(pc uint64) (file string, line int) {
 	})
 	for j := i - 1; j >= 0 && j >= i-maxRangeWalk; j-- {
 		if s := &x.seqs[j]; pc < s.hi && s.mark < s.end {
-			r := x.rowAt(s, pc)
+			r, next := x.rowAt(s, pc)
+			if r.addr <= pc {
+				sp.cut(r.addr, next)
+			} else {
+				sp.cut(pc, pc+1)
+			}
 			return cu.file(r.file), int(r.line)
 		}
 	}
 	return "", 0
 }
 
-// rowAt returns the last row of sequence s at or below pc (pc is in s):
-// from the last mark at or below pc, the program is run until a row
-// passes pc.
-func (x *lineIndex) rowAt(s *lineSeq, pc uint64) lineRow {
+// rowAt returns the last row of sequence s at or below pc (pc is in s),
+// and the address of the row after it (pc+1 when the program ends
+// before one): from the last mark at or below pc, the program is run
+// until a row passes pc.
+func (x *lineIndex) rowAt(s *lineSeq, pc uint64) (lineRow, uint64) {
 	marks := x.marks[s.mark:s.end]
 	k, _ := slices.BinarySearchFunc(marks, pc, func(m lineMark, pc uint64) int {
 		if m.addr <= pc {
@@ -360,8 +435,13 @@ func (x *lineIndex) rowAt(s *lineSeq, pc uint64) lineRow {
 	best, st, b := x.resume(&marks[max(k-1, 0)])
 	for {
 		r, ok := p.next(&b, &st, true)
-		if !ok || r.file == endOfSequence || r.addr > pc {
-			return best
+		switch {
+		case !ok:
+			return best, pc + 1
+		case r.addr > pc:
+			return best, r.addr
+		case r.file == endOfSequence:
+			return best, pc + 1
 		}
 		best = r
 	}

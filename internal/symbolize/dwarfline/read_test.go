@@ -169,7 +169,7 @@ func checkLineAt(t *testing.T, cu *cuLines, rows []lineRow) {
 			pcs = append(pcs, (r.addr+rows[i+1].addr)/2)
 		}
 		for _, pc := range pcs {
-			gf, gl := cu.lineAt(pc)
+			gf, gl := cu.lineAt(pc, &span{0, ^uint64(0)})
 			wf, wl := want(pc)
 			if gf != wf || gl != wl {
 				t.Errorf("unit %#x: lineAt(%#x) = %s:%d, want %s:%d", cu.u.off, pc, gf, gl, wf, wl)
