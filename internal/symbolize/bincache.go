@@ -156,6 +156,9 @@ func (c *binCache) sweep(now time.Time, used map[binKey]bool) {
 	for key, be := range c.m {
 		if !used[key] && be.users == 0 {
 			c.releaseLocked(be)
+			if be.bin != nil {
+				be.bin.SaveCache() // what it inflated and answered: the binary may run again
+			}
 			delete(c.m, key)
 		}
 	}

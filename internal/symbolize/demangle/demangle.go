@@ -28,6 +28,10 @@ func Name(raw string) string {
 	return s
 }
 
+// Mangled reports whether Name may change name: whether it has the
+// prefix of a mangled C++ or Rust name (_Z, _R).
+func Mangled(name string) bool { return maybeMangled(name) }
+
 // maybeMangled reports whether name may be a mangled C++ or Rust name.
 func maybeMangled(name string) bool {
 	return len(name) > 2 && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R')

@@ -215,3 +215,44 @@ func (c *SectionCache) trim() {
 		}
 	}
 }
+
+// Get returns the bytes that Put kept under name for the file with
+// build ID id, or nil on a miss: no cache, no entry, a bad header or
+// CRC-32C, or more than max bytes. A hit makes the entry recently used.
+func (c *SectionCache) Get(id, name string, max int) []byte {
+	if c == nil || id == "" {
+		return nil
+	}
+	s := &cacheSlot{c: c, path: filepath.Join(c.dir, id, name)}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil
+	}
+	var hdr [cacheHeaderLen]byte
+	_, err = f.ReadAt(hdr[:], 0)
+	f.Close()
+	if err != nil || string(hdr[:8]) != cacheMagic {
+		return nil
+	}
+	le := binary.LittleEndian
+	total, n := le.Uint64(hdr[8:]), le.Uint64(hdr[16:])
+	if total != n || n == 0 || n > uint64(max) {
+		return nil
+	}
+	out := make([]byte, n)
+	if s.load(out) != len(out) {
+		return nil
+	}
+	return out
+}
+
+// Put keeps data under name for the file with build ID id, in the
+// layout of a section cached whole, and trims the cache to its bound.
+// Failures are ignored: the entry is a cache.
+func (c *SectionCache) Put(id, name string, data []byte) {
+	if c == nil || id == "" || len(data) == 0 {
+		return
+	}
+	s := &cacheSlot{c: c, path: filepath.Join(c.dir, id, name)}
+	s.save(data, len(data))
+}

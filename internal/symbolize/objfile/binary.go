@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/demangle"
@@ -47,6 +48,8 @@ type Binary struct {
 	names     string           // arena holding every kept symbol name
 	debugFile string           // separate debug file used, "" if none
 	lines     srcline.Source   // nil without line information
+	memo      *lineMemo        // Lines' answers when lines is DWARF; nil otherwise
+	demangled sync.Map         // uint32 name offset -> Function, for mangled names looked up
 }
 
 // elfSym is one function symbol: [start, end) in ELF virtual addresses,
@@ -184,11 +187,20 @@ func (b *Binary) Lookup(elfAddr uint64) (sym Symbol, ok bool) {
 	return Symbol{}, false
 }
 
-// symbol builds the exported form of s, demangling its name.
+// symbol builds the exported form of s, demangling its name once.
 func (b *Binary) symbol(s *elfSym) Symbol {
 	raw := b.names[s.name : s.name+s.nlen]
+	fn := raw
+	if demangle.Mangled(raw) {
+		if v, ok := b.demangled.Load(s.name); ok {
+			fn = v.(string)
+		} else {
+			fn = demangle.Name(raw)
+			b.demangled.Store(s.name, fn)
+		}
+	}
 	sym := Symbol{
-		Function:   demangle.Name(raw),
+		Function:   fn,
 		SystemName: raw,
 		Start:      s.start,
 	}

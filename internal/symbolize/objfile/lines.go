@@ -19,14 +19,24 @@ import (
 // Without inlining there is one entry. Lines of Go 1.20+ binaries are
 // read from .gopclntab, inlining included (see readLines); others from
 // DWARF (in the binary or its separate debug file), one compilation unit
-// at a time, and cached, else from .gopclntab without inlining. The
+// at a time, and cached, else from .gopclntab without inlining. DWARF
+// answers are memoized by address range and kept in the section cache by
+// build ID for the next run (lineMemo). The
 // result is nil when the binary has no line information for elfAddr,
 // including when it is corrupt; the slice is new and owned by the caller.
 func (b *Binary) Lines(elfAddr uint64) []srcline.Line {
 	if b.lines == nil {
 		return nil
 	}
-	return b.lines.Lines(elfAddr)
+	if b.memo == nil {
+		return b.lines.Lines(elfAddr)
+	}
+	if ls, ok := b.memo.lines(elfAddr); ok {
+		return ls
+	}
+	ls, lo, hi := b.lines.(*dwarfline.Table).LinesRange(elfAddr)
+	b.memo.add(lo, hi, ls)
+	return ls
 }
 
 // Preload reads, in parallel (GOMAXPROCS goroutines), the DWARF line
@@ -43,12 +53,17 @@ func (b *Binary) Preload(elfAddrs []uint64) {
 
 // SaveCache writes what was inflated on demand of the binary's
 // compressed DWARF sections (.debug_info, .debug_abbrev, .debug_line, the
-// string sections and the range lists) to the section cache of debuginfo.Options.CacheDir, where it has grown since
-// loaded; it does nothing without a cache. Failures are ignored (the
-// cache is an optimization). Safe for concurrent use.
+// string sections and the range lists) to the section cache of
+// debuginfo.Options.CacheDir, where it has grown since loaded, and the
+// answers Lines found in DWARF since the memo was read (lineMemo); it
+// does nothing without a cache. Failures are ignored (the cache is an
+// optimization). Safe for concurrent use.
 func (b *Binary) SaveCache() {
 	if x, ok := b.lines.(*dwarfline.Table); ok && x.D != nil {
 		x.D.Save()
+	}
+	if b.memo != nil {
+		b.memo.save()
 	}
 }
 
@@ -70,12 +85,14 @@ func (b *Binary) readLines(f *elf.File, lr *elfio.ReaderAt, dbg *debuginfo.File,
 	if debuginfo.HasDWARF(f) {
 		if d := dwarfline.Load(f, lr, cache); d != nil {
 			b.lines = dwarfline.NewTable(d)
+			b.memo = &lineMemo{cache: cache, id: b.buildID}
 			return
 		}
 	}
 	if dbg != nil && debuginfo.HasDWARF(dbg.ELF) {
 		if d := dwarfline.Load(dbg.ELF, dbg.Reader, cache); d != nil {
 			b.lines = dwarfline.NewTable(d)
+			b.memo = &lineMemo{cache: cache, id: b.buildID}
 			b.debugFile = dbg.Path
 			return
 		}

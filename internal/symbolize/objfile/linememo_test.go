@@ -1,0 +1,191 @@
+package objfile
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
+	"github.com/gprofile/gprofile/internal/symbolize/srcline"
+)
+
+// loadWithCache reads the ELF at path as the symbolizer does, with the
+// section cache in dir.
+func loadWithCache(t testing.TB, path, dir string) *Binary {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := Load(f, debuginfo.Options{Dir: filepath.Dir(path), CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestLineMemoAcrossRuns checks that a binary read again with the same
+// cache answers Lines from the line memo the first reading saved, with
+// the answers the DWARF gives, at the addresses looked up before and at
+// others of the same rows; that a corrupt memo file is ignored; and
+// that a binary with no cache keeps nothing on disk.
+func TestLineMemoAcrossRuns(t *testing.T) {
+	bin := symtest.BuildInline(t)
+	dir := t.TempDir()
+	first := loadWithCache(t, bin, dir)
+	if first.memo == nil || first.BuildID() == "" {
+		t.Fatalf("%s: no line memo (build ID %q)", bin, first.BuildID())
+	}
+	var addrs []uint64
+	for _, name := range []string{"main", "work", "plain"} {
+		addrs = append(addrs, symtest.SymbolRange(t, bin, name)...)
+	}
+	want := map[uint64][]srcline.Line{}
+	for i, a := range addrs {
+		if i%3 == 0 { // the others are left to the memo's ranges
+			want[a] = first.Lines(a)
+		}
+	}
+	first.SaveCache()
+	memoFile := filepath.Join(dir, first.BuildID(), lineMemoName)
+	if _, err := os.Stat(memoFile); err != nil {
+		t.Fatalf("no memo written: %v", err)
+	}
+
+	plain := loadWithCache(t, bin, "") // the DWARF's answers, no memo on disk
+	again := loadWithCache(t, bin, dir)
+	hits := 0
+	for _, a := range addrs {
+		if _, ok := again.memo.lines(a); ok {
+			hits++
+		}
+		if got, w := again.Lines(a), plain.Lines(a); !slices.Equal(got, w) {
+			t.Errorf("Lines(%#x) from the memo = %v, the DWARF gives %v", a, got, w)
+		}
+		if w, ok := want[a]; ok && !slices.Equal(plain.Lines(a), w) {
+			t.Errorf("Lines(%#x) = %v in the first reading, %v in the second", a, w, plain.Lines(a))
+		}
+	}
+	if hits < len(want) {
+		t.Errorf("the memo read back answered %d of %d addresses, want at least the %d looked up before", hits, len(addrs), len(want))
+	}
+	t.Logf("%d addresses, %d looked up in the first reading, %d answered by the memo read back", len(addrs), len(want), hits)
+
+	raw, err := os.ReadFile(memoFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 0xff
+	if err := os.WriteFile(memoFile, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken := loadWithCache(t, bin, dir)
+	if _, ok := broken.memo.lines(addrs[0]); ok {
+		t.Error("a memo file with a bad CRC-32C was read")
+	}
+	if got, w := broken.Lines(addrs[0]), plain.Lines(addrs[0]); !slices.Equal(got, w) {
+		t.Errorf("Lines(%#x) beside a corrupt memo = %v, want %v", addrs[0], got, w)
+	}
+	plain.SaveCache() // no cache directory: nothing to write, no panic
+}
+
+// TestLineMemoEncoding checks that a memo decodes to what was encoded and
+// that every shorter prefix of its encoding, and one byte more, is
+// refused.
+func TestLineMemoEncoding(t *testing.T) {
+	rs := []memoRange{
+		{lo: 0x1000, hi: 0x1004, lines: []srcline.Line{{Function: "f", SystemName: "_Z1fv", File: "a.c", Line: 3}, {Function: "g", SystemName: "g", File: "a.c", Line: 10}}},
+		{lo: 0x1004, hi: 0x1010},
+		{lo: 0x2000, hi: 0x2001, lines: []srcline.Line{{File: "b.c", Line: 1 << 20}}},
+	}
+	enc := encodeLineMemo(rs)
+	got, err := decodeLineMemo(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(got, rs, func(a, b memoRange) bool {
+		return a.lo == b.lo && a.hi == b.hi && slices.Equal(a.lines, b.lines)
+	}) {
+		t.Errorf("decode(encode(rs)) = %v, want %v", got, rs)
+	}
+	for n := range len(enc) {
+		if _, err := decodeLineMemo(enc[:n]); err == nil {
+			t.Errorf("a memo cut to %d of %d bytes was read", n, len(enc))
+		}
+	}
+	if _, err := decodeLineMemo(append(enc, 0)); err == nil {
+		t.Error("a memo with a trailing byte was read")
+	}
+}
+
+// FuzzLineMemoDecode feeds decodeLineMemo arbitrary bytes: it must refuse
+// or decode without panicking, and what it decodes must encode back to
+// an equal memo.
+func FuzzLineMemoDecode(f *testing.F) {
+	f.Add(encodeLineMemo([]memoRange{{lo: 1, hi: 5, lines: []srcline.Line{{Function: "f", File: "x.c", Line: 2}}}}))
+	f.Add([]byte(lineMemoMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rs, err := decodeLineMemo(data)
+		if err != nil {
+			return
+		}
+		again, err := decodeLineMemo(encodeLineMemo(rs))
+		if err != nil || len(again) != len(rs) {
+			t.Fatalf("re-encoded memo: %d ranges, %v; want %d", len(again), err, len(rs))
+		}
+		for i := range rs {
+			if rs[i].lo != again[i].lo || rs[i].hi != again[i].hi || !slices.Equal(rs[i].lines, again[i].lines) {
+				t.Fatalf("range %d: %v, re-encoded %v", i, rs[i], again[i])
+			}
+		}
+	})
+}
+
+// BenchmarkLineMemo measures naming 400 addresses spread over libc's code
+// from its separate debug file (DWARF 5, compressed) in a freshly read
+// binary: from the DWARF (the section cache warm, as on any run after
+// the first) and from the line memo an earlier run saved.
+func BenchmarkLineMemo(b *testing.B) {
+	libc, _ := symtest.LibcDebugFile(b)
+	exec := symtest.ExecSegment(b, libc)
+	var addrs []uint64
+	for a := exec.Vaddr; a < exec.Vaddr+exec.Memsz; a += exec.Memsz / 400 {
+		addrs = append(addrs, a)
+	}
+	run := func(b *testing.B, dir string) {
+		bin := loadWithCache(b, libc, dir)
+		named := 0
+		for _, a := range addrs {
+			if len(bin.Lines(a)) > 0 {
+				named++
+			}
+		}
+		if named < len(addrs)/2 {
+			b.Fatalf("%d of %d addresses have lines", named, len(addrs))
+		}
+		bin.SaveCache()
+	}
+	sections := b.TempDir()
+	run(b, sections)
+	memoDir := b.TempDir()
+	run(b, memoDir)
+	b.Run("dwarf", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			matches, _ := filepath.Glob(filepath.Join(sections, "*", lineMemoName))
+			for _, m := range matches { // the sections stay
+				os.Remove(m)
+			}
+			b.StartTimer()
+			run(b, sections)
+		}
+	})
+	b.Run("memo", func(b *testing.B) {
+		for range b.N {
+			run(b, memoDir)
+		}
+	})
+}
