@@ -134,6 +134,9 @@ func (s *Sampler) loadOffCPU() error {
 	o := &offCPUProgs{}
 	s.off = o
 	repl := map[string]*ebpf.Map{"events": s.objs.Events, "targets": s.objs.Targets, "target_tids": s.objs.TargetTids}
+	for name, m := range repl { // the sizes the sampler gave them
+		spec.Maps[name].MaxEntries = m.MaxEntries()
+	}
 	if err := spec.LoadAndAssign(&o.maps, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return permissionError("create off-CPU BPF maps", err)
 	}

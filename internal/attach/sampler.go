@@ -336,6 +336,15 @@ func (s *Sampler) load() error {
 		return fmt.Errorf("count possible CPUs: %w", err)
 	}
 	specs.Scratch.MaxEntries = uint32(ncpu)
+	// A run that filters no pids or tids never fills their maps: one
+	// entry each instead of 65536 preallocated (BenchmarkOpenSampler).
+	// Programs loaded apart that share them take their sizes.
+	if s.cfg.PIDs == nil {
+		specs.Targets.MaxEntries = 1
+	}
+	if s.cfg.TIDs == nil {
+		specs.TargetTids.MaxEntries = 1
+	}
 	v := &specs.profileVariableSpecs
 	consts := []constValue{
 		{v.FilterTgid, boolByte(s.cfg.PIDs != nil)},

@@ -411,3 +411,42 @@ func benchOpenEnableClose(b *testing.B, cfg Config) {
 		}
 	}
 }
+
+// TestTargetMapsSized checks that a whole-system sampler creates its pid
+// and tid target maps with one entry (it never fills them), that -p
+// and -t keep 65536, and that programs loaded apart that share them load
+// (the exec, exit and fork tracepoints of ReportExits; with -t, the
+// off-CPU programs, which share the one-entry pid map).
+func TestTargetMapsSized(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	for _, tc := range []struct {
+		name           string
+		pids, tids     []uint32
+		offCPU         *OffCPUConfig
+		wantPID, wantT uint32
+	}{
+		{"whole system", nil, nil, nil, 1, 1},
+		{"pids", []uint32{uint32(os.Getpid())}, nil, nil, 65536, 1},
+		{"tids off-CPU", nil, []uint32{uint32(os.Getpid())}, &OffCPUConfig{}, 1, 65536},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, ReportExits: true, PIDs: tc.pids, TIDs: tc.tids, OffCPU: tc.offCPU, Log: io.Discard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.objs.Targets.MaxEntries(); got != tc.wantPID {
+				t.Errorf("targets: %d entries, want %d", got, tc.wantPID)
+			}
+			if got := s.objs.TargetTids.MaxEntries(); got != tc.wantT {
+				t.Errorf("target_tids: %d entries, want %d", got, tc.wantT)
+			}
+			if len(s.links) == 0 {
+				t.Error("no tracepoint attached beside the sampler")
+			}
+			if tc.offCPU != nil && s.off == nil {
+				t.Error("off-CPU programs not loaded")
+			}
+		})
+	}
+}
