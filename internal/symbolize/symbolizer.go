@@ -50,8 +50,10 @@ type Options struct {
 	Debuginfod debuginfod.Config
 	// CacheDir, when not "", keeps the inflated bytes of binaries'
 	// compressed DWARF sections there, by build ID (debuginfo.Options.CacheDir),
-	// so that the next run reads them instead of inflating them again;
-	// Close writes what this run inflated. cmd/gprofile passes
+	// so that the next run reads them instead of inflating them again,
+	// and the source lines DWARF gave (objfile.Binary.Lines); Close, and
+	// the sweep of binaries no process maps any more, write what this
+	// run added. cmd/gprofile passes
 	// $XDG_CACHE_HOME/gprofile (or ~/.cache/gprofile).
 	CacheDir string
 }
@@ -394,7 +396,7 @@ func (s *Symbolizer) Forget(pid uint32) {
 // for them to end (a few ms), drops every cache and closes the binaries
 // held open (those opened when a process was first seen, not read yet),
 // writes to the section cache (Options.CacheDir) what the binaries
-// inflated of their DWARF, and closes the KernelLookup (waiting for the kernel symbols' background
+// inflated of their DWARF and the lines it gave, and closes the KernelLookup (waiting for the kernel symbols' background
 // open or load to end): its error is the only one Close returns. It is
 // idempotent. The Symbolizer must not be used
 // after Close, except to Close again.

@@ -40,7 +40,8 @@ type Options struct {
 	// sections there, by build ID, for the next load of the same file
 	// (see dwarfline.SectionCache; at most DefaultSectionCacheBytes): sections are
 	// read from it where it has them, and written to it when inflated
-	// whole, or, for those inflated on demand, by Binary.SaveCache.
+	// whole, or, for those inflated on demand, by Binary.SaveCache,
+	// which also writes the binary's line memo there.
 	CacheDir string
 
 	// Root, when set, is the root of the process that mapped the
