@@ -217,8 +217,8 @@ func (c *SectionCache) trim() {
 }
 
 // Get returns the bytes that Put kept under name for the file with
-// build ID id, or nil on a miss: no cache, no entry, a bad header or
-// CRC-32C, or more than max bytes. A hit makes the entry recently used.
+// build ID id, or nil on a miss: no cache, no entry, a bad header, size
+// or CRC-32C, or more than max bytes. A hit makes the entry recently used.
 func (c *SectionCache) Get(id, name string, max int) []byte {
 	if c == nil || id == "" {
 		return nil
@@ -230,13 +230,14 @@ func (c *SectionCache) Get(id, name string, max int) []byte {
 	}
 	var hdr [cacheHeaderLen]byte
 	_, err = f.ReadAt(hdr[:], 0)
+	info, serr := f.Stat()
 	f.Close()
-	if err != nil || string(hdr[:8]) != cacheMagic {
+	if err != nil || serr != nil || string(hdr[:8]) != cacheMagic {
 		return nil
 	}
 	le := binary.LittleEndian
 	total, n := le.Uint64(hdr[8:]), le.Uint64(hdr[16:])
-	if total != n || n == 0 || n > uint64(max) {
+	if total != n || n == 0 || n > uint64(max) || uint64(info.Size()) != cacheHeaderLen+n {
 		return nil
 	}
 	out := make([]byte, n)

@@ -108,7 +108,10 @@ func New(r io.ReaderAt) (*Binary, error) {
 // sorted by address and deduplicated (at one address a sized, global name
 // with fewer leading underscores wins); the NT_GNU_BUILD_ID note; the
 // PT_LOAD program headers; and the DWARF sections, or .gopclntab, for
-// source lines.
+// source lines. With opts.CacheDir, the symbol table as it was built is
+// kept there by build ID (apart for binaries read with and without a
+// debug file), and the next Load of the same build ID reads it back
+// instead (symcache.go).
 //
 // When the binary has no .symtab or no DWARF, its separate debug file is
 // searched as opts says (by build ID, then by .gnu_debuglink with its
@@ -146,10 +149,19 @@ func Load(r io.ReaderAt, opts debuginfo.Options) (b *Binary, err error) {
 		defer dbg.Close()
 	}
 	gt := &gopclntab.Table{File: f, Reader: lr}
-	if err := b.readSymbols(f, lr, dbg, gt); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
+	cache := dwarfline.NewSectionCache(opts.CacheDir, dwarfline.DefaultSectionCacheBytes)
+	symName := symbolsName(dbg != nil)
+	debugPath := ""
+	if dbg != nil {
+		debugPath = dbg.Path
 	}
-	b.readLines(f, lr, dbg, gt, dwarfline.NewSectionCache(opts.CacheDir, dwarfline.DefaultSectionCacheBytes))
+	if !b.loadSymbols(cache, symName, debugPath) {
+		if err := b.readSymbols(f, lr, dbg, gt); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadELF, err)
+		}
+		b.saveSymbols(cache, symName)
+	}
+	b.readLines(f, lr, dbg, gt, cache)
 	return b, nil
 }
 
