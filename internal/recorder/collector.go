@@ -31,6 +31,7 @@ type collector struct {
 	exited  []exited                          // processes to evict, oldest first
 	comms   map[string]string                 // interned comm strings
 	key     []byte                            // reused raw IPs buffer
+	scratch symbolize.Stack                   // reused: a new raw stack's frames, without stream
 	rec     output.Record                     // reused: the sample handed to stream
 	tid     bool                              // aggregate by thread (tid label)
 	cpu     bool                              // aggregate by CPU (cpu label)
@@ -240,7 +241,12 @@ func (c *collector) rawHash(kernel, user []uint64, kind uint64) rawHash {
 // frame added as its leaf, interned in the aggregate.
 func (c *collector) symbolize(s *attach.Sample, user []uint64) stackEntry {
 	pid, kernel, unwound := s.PID, s.KernelIPs, s.Flags&attach.FlagUserRegs != 0
-	st := c.sym.Stack(pid, kernel, user)
+	var st *symbolize.Stack
+	if c.stream == nil { // st is read here only: reuse its frames
+		st = c.sym.StackInto(&c.scratch, pid, kernel, user)
+	} else {
+		st = c.sym.Stack(pid, kernel, user)
+	}
 	if !unwound {
 		st = trimJunk(st, func(addr uint64) bool { return c.sym.BadReturnAddress(pid, addr) })
 	} else if n := len(st.Frames); n > 0 && len(user) > 0 && user[len(user)-1] == TruncatedIP {

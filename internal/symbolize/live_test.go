@@ -196,3 +196,36 @@ func TestStackLiveLibcDebugFile(t *testing.T) {
 		t.Errorf("leaf frame = %+v", st.Frames[0])
 	}
 }
+
+// TestStackIntoReuses checks that StackInto gives the frames Stack gives,
+// into the Stack it is handed, reusing its frames' array once it is big
+// enough: the test binary's own call stack, then a shorter one written
+// over it.
+func TestStackIntoReuses(t *testing.T) {
+	s := liveSymbolizer(t)
+	pid := uint32(os.Getpid())
+	pcs := make([]uintptr, 32)
+	pcs = pcs[:runtime.Callers(1, pcs)]
+	ips := make([]uint64, len(pcs))
+	for i, pc := range pcs {
+		ips[i] = uint64(pc)
+	}
+	var dst Stack
+	for _, stack := range [][]uint64{ips, ips[1:3]} {
+		want := s.Stack(pid, nil, stack)
+		before := cap(dst.Frames)
+		got := s.StackInto(&dst, pid, nil, stack)
+		if got != &dst {
+			t.Fatal("StackInto did not return the Stack it was given")
+		}
+		if !reflect.DeepEqual(got.Frames, want.Frames) {
+			t.Errorf("StackInto gave %d frames, Stack %d; first %+v, want %+v", len(got.Frames), len(want.Frames), got.Frames[0], want.Frames[0])
+		}
+		if before >= len(want.Frames) && cap(dst.Frames) != before {
+			t.Errorf("StackInto grew a frames array of capacity %d for %d frames", before, len(want.Frames))
+		}
+	}
+	if len(dst.Frames) == 0 || dst.Frames[0].Function == "" {
+		t.Errorf("the test's own stack unnamed: %+v", dst.Frames)
+	}
+}

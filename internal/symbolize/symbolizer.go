@@ -202,13 +202,22 @@ func (s *Symbolizer) Note() string {
 // the caches and the maps, and released while binaries are read and
 // their lines looked up (resolveIn), so that Observe goes on meanwhile.
 func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
+	return s.StackInto(&Stack{}, pid, kernelIPs, userIPs)
+}
+
+// StackInto is Stack, writing the frames into dst, whose Frames it reuses
+// (their contents are overwritten), and returning dst: a caller that
+// only reads a stack before symbolizing the next keeps one Stack instead
+// of allocating one each (the collector, for every raw stack new to its
+// process).
+func (s *Symbolizer) StackInto(dst *Stack, pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	s.stackMu.Lock()
 	defer s.stackMu.Unlock()
 	s.procs.mu.Lock()
 	if s.fetch.Gen.Load() != s.applied {
 		s.applyArrivals()
 	}
-	frames := make([]Frame, 0, len(kernelIPs)+len(userIPs))
+	frames := slices.Grow(dst.Frames[:0], len(kernelIPs)+len(userIPs))
 	if len(kernelIPs) > 0 {
 		s.kernel.prefetch(kernelIPs)
 	}
@@ -218,19 +227,22 @@ func (s *Symbolizer) Stack(pid uint32, kernelIPs, userIPs []uint64) *Stack {
 	}
 	if len(userIPs) == 0 {
 		s.procs.mu.Unlock()
-		return &Stack{Frames: frames}
+		dst.Frames = frames
+		return dst
 	}
 	p := s.procs.process(pid)
 	s.procs.checkExec(p, false)
 	for i, addr := range userIPs {
 		fi, m := s.resolveCached(p, lookupAddr(i, addr))
 		if m != nil {
-			return &Stack{Frames: s.stackRead(frames, pid, p, userIPs[i:], i, m)}
+			dst.Frames = s.stackRead(frames, pid, p, userIPs[i:], i, m)
+			return dst
 		}
 		frames = s.appendFrames(frames, addr, &fi, false)
 	}
 	s.procs.mu.Unlock()
-	return &Stack{Frames: frames}
+	dst.Frames = frames
+	return dst
 }
 
 // stackRead appends the frames of userIPs, the user stack from index
