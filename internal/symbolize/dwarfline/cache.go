@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -139,8 +140,8 @@ func (s *cacheSlot) save(prefix []byte, total int) {
 }
 
 // saveFrom writes the n bytes of r, the first bytes of a section of
-// total bytes, as the slot's entry, then trims the cache to its bound,
-// and reports whether it did. Failures are ignored (the next run
+// total bytes, as the slot's entry, then trims the cache to its bound
+// when it may have passed it (wrote), and reports whether it did. Failures are ignored (the next run
 // inflates again), and a reader that gives fewer than n bytes writes
 // nothing.
 func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
@@ -150,6 +151,10 @@ func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false
+	}
+	var replaced int64 // the size of the entry this one replaces
+	if info, err := os.Stat(s.path); err == nil {
+		replaced = info.Size()
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
@@ -170,8 +175,33 @@ func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
 		os.Remove(tmp.Name())
 		return false
 	}
-	s.c.trim()
+	s.c.wrote(int64(cacheHeaderLen+n) - replaced)
 	return true
+}
+
+// usage holds, by cache directory, the bytes it held at this process's
+// last trim plus what the process wrote since, so that a save walks the
+// directory (trim) only on its first write and once the bound is passed,
+// not at every save: the end of a run saves an entry for each binary it
+// read.
+var usage struct {
+	sync.Mutex
+	bytes map[string]int64
+}
+
+// wrote counts delta bytes written to the cache and trims it on the
+// first write of the process and once past maxBytes.
+func (c *SectionCache) wrote(delta int64) {
+	usage.Lock()
+	total, known := usage.bytes[c.dir]
+	if known {
+		total += delta
+		usage.bytes[c.dir] = total
+	}
+	usage.Unlock()
+	if !known || total > c.maxBytes {
+		c.trim()
+	}
 }
 
 // trim removes the files used least recently (by modification time,
@@ -201,6 +231,14 @@ func (c *SectionCache) trim() {
 		total += info.Size()
 		return nil
 	})
+	defer func() {
+		usage.Lock()
+		if usage.bytes == nil {
+			usage.bytes = make(map[string]int64)
+		}
+		usage.bytes[c.dir] = total
+		usage.Unlock()
+	}()
 	if total <= c.maxBytes {
 		return
 	}

@@ -190,3 +190,39 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	c.n.Add(int64(got))
 	return got, err
 }
+
+// TestSectionCacheTrimsWhenOver: a save walks the cache directory on the
+// process's first write to it and then only once the bytes it knows of
+// pass the bound, not at every save: a file written behind its back
+// (older than every entry, so a walk would drop it first) stays through
+// saves that keep the known total under the bound, and goes at the
+// save that passes it.
+func TestSectionCacheTrimsWhenOver(t *testing.T) {
+	dir := t.TempDir()
+	c := NewSectionCache(dir, 3500)
+	data := make([]byte, 1000)
+	c.Put("a", "info", data) // the first write: a walk
+	foreign := filepath.Join(dir, "z", "info")
+	if err := os.MkdirAll(filepath.Dir(foreign), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(foreign, make([]byte, 3000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(foreign, old, old)
+	c.Put("b", "info", data) // known: about 2000 bytes
+	if _, err := os.Stat(foreign); err != nil {
+		t.Fatalf("a save under the known bound walked the cache: %v", err)
+	}
+	c.Put("c", "info", data)
+	c.Put("d", "info", data) // known: about 4100 bytes, over
+	if _, err := os.Stat(foreign); err == nil {
+		t.Error("the save over the bound kept the least recently used file")
+	}
+	for _, id := range []string{"b", "c", "d"} {
+		if c.Get(id, "info", len(data)) == nil {
+			t.Errorf("entry %s dropped, want the oldest dropped first", id)
+		}
+	}
+}
