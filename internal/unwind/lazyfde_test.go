@@ -2,10 +2,12 @@ package unwind
 
 import (
 	"debug/elf"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/testutil"
@@ -239,5 +241,60 @@ func TestRuleMemoMatchesTable(t *testing.T) {
 	}
 	if shared == 0 {
 		t.Fatal("no pc of a and b shares a slot: the check above checked nothing")
+	}
+}
+
+// TestRuleMemoConcurrent looks up pcs of two tables (one with a rule
+// changed at every pc) through one memo from four goroutines at once,
+// so that they store into and read the same slots, and requires the
+// table's own rule every time: an entry of the wrong table, or one
+// read while it is stored, would give a rule the table does not have.
+// Run under -race it checks the slots' synchronization too.
+func TestRuleMemoConcurrent(t *testing.T) {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		testutil.Skipf(t, "%v", err)
+	}
+	defer f.Close()
+	a, err := newTable(f, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newTable(f, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.rules = slices.Clone(b.rules)
+	for i := range b.rules {
+		b.rules[i].raOff++
+		b.rules[i].cfaOff += 8
+	}
+	memo := new(ruleMemo)
+	span := uint64(a.pcs[len(a.pcs)-1])
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 50000 {
+				pc := a.base + rng.Uint64N(span)
+				tab := a
+				if rng.IntN(2) == 1 {
+					tab = b
+				}
+				want, _, wok := tab.lookup(pc)
+				if got, _, gok := memo.lookup(tab, pc); got != want || gok != wok {
+					errs <- fmt.Sprintf("goroutine %d: memo gives %+v, %v for %#x; the table %+v, %v", g, got, gok, pc, want, wok)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
