@@ -9,19 +9,18 @@ import (
 
 // GOGC during start-up, and after it. Start-up allocates in bursts
 // (binaries, unwind tables, DWARF, maps, every stack new) from a small
-// heap, where Go's default 100 collects every few MB: three collections
-// in the first 0.1 s, some with stops of several ms on both CPUs. 300
+// heap, where Go's default 100 collects every few MB, several times
+// before the first samples are in, stopping both CPUs each time. 300
 // lets the heap grow to four times what is live meanwhile. What follows
 // allocates slowly (new stacks, new units of line tables), so a lower
 // GOGC costs a collection every few seconds and keeps the heap, and
 // RSS, nearer what is live. Start-up ends after gcWarmup, or earlier
 // once the live heap passes gcLargeHeap (a whole-system run that
 // caches many processes and binaries). With the symbol tables and
-// lines kept across runs, 300 in start-up saved 6 % of a run's CPU for
-// 2.4 MiB more peak RSS (BENCHMARKS.md, issue 16 session 15; in session
-// 13, when start-up allocated more, 200 raised peak RSS for no CPU
-// saved), and 25 after it cost more CPU than it saved RSS (session
-// 13). bench/run.sh measures CPU µs/sample and peak RSS, bench/soak.sh
+// lines kept across runs, 300 in start-up saved CPU for a little more
+// peak RSS (BENCHMARKS.md, issue 16 session 15; in session 13, when
+// start-up allocated more, 200 raised peak RSS for no CPU saved), and
+// 25 after it cost more CPU than it saved RSS (session 13). bench/run.sh measures CPU µs/sample and peak RSS, bench/soak.sh
 // long runs (bench/SOAK.md).
 const (
 	gcPercentSmall = 300

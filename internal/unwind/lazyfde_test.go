@@ -177,6 +177,29 @@ func BenchmarkUnwindMemo(b *testing.B) {
 	}
 }
 
+// twoLibcTables returns libc's unwind table twice: as read, and with a
+// different rule at every pc (each return address offset moved), so
+// that a memo entry of one answering for the other shows.
+func twoLibcTables(t *testing.T) (a, b *Table) {
+	t.Helper()
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		testutil.Skipf(t, "%v", err)
+	}
+	defer f.Close()
+	if a, err = newTable(f, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = newTable(f, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	b.rules = slices.Clone(b.rules)
+	for i := range b.rules {
+		b.rules[i].raOff++
+	}
+	return a, b
+}
+
 // TestRuleMemoMatchesTable looks up pcs of two tables through one rule
 // memo, in rounds so that the second finds them remembered (or evicted
 // by another pc of the same slot), and requires the rule of the table
@@ -184,23 +207,7 @@ func BenchmarkUnwindMemo(b *testing.B) {
 // with a rule changed, so that an entry of one table answering for the
 // other shows.
 func TestRuleMemoMatchesTable(t *testing.T) {
-	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
-	if err != nil {
-		testutil.Skipf(t, "%v", err)
-	}
-	defer f.Close()
-	a, err := newTable(f, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newTable(f, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.rules = slices.Clone(b.rules)
-	for i := range b.rules {
-		b.rules[i].raOff++ // a different rule at every pc
-	}
+	a, b := twoLibcTables(t)
 	memo := new(ruleMemo)
 	span := uint64(a.pcs[len(a.pcs)-1])
 	hits := 0
@@ -251,24 +258,7 @@ func TestRuleMemoMatchesTable(t *testing.T) {
 // read while it is stored, would give a rule the table does not have.
 // Run under -race it checks the slots' synchronization too.
 func TestRuleMemoConcurrent(t *testing.T) {
-	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
-	if err != nil {
-		testutil.Skipf(t, "%v", err)
-	}
-	defer f.Close()
-	a, err := newTable(f, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newTable(f, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.rules = slices.Clone(b.rules)
-	for i := range b.rules {
-		b.rules[i].raOff++
-		b.rules[i].cfaOff += 8
-	}
+	a, b := twoLibcTables(t)
 	memo := new(ruleMemo)
 	span := uint64(a.pcs[len(a.pcs)-1])
 	var wg sync.WaitGroup

@@ -1,18 +1,16 @@
 package objfile
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 )
 
 // BenchmarkSectionCacheLibc: loading glibc and naming start_thread's
 // lines (its unit is a third into the 5.8 MB .debug_info of libc6-dbg),
-// as the first libc frame of a run does: inflating, against reading the
-// section cache that an earlier run left.
+// as the first libc frame of a run does: inflating, against reading
+// what an earlier run left in the section cache (the inflated sections,
+// the symbol table and the line memo).
 func BenchmarkSectionCacheLibc(b *testing.B) {
 	libc, debug := symtest.LibcDebugFile(b)
 	lb, err := Open(libc)
@@ -24,15 +22,7 @@ func BenchmarkSectionCacheLibc(b *testing.B) {
 		b.Fatalf("%s has no start_thread", debug)
 	}
 	load := func(b *testing.B, cacheDir string) {
-		f, err := os.Open(libc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		bin, err := Load(f, debuginfo.Options{Dir: filepath.Dir(libc), CacheDir: cacheDir})
-		if err != nil {
-			b.Fatal(err)
-		}
+		bin := loadWithCache(b, libc, cacheDir)
 		if len(bin.Lines(s.Value+4)) == 0 {
 			b.Fatal("no lines for start_thread")
 		}
