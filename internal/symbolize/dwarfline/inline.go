@@ -320,8 +320,7 @@ func (x *Table) expand(cu *cuLines, pc uint64, sp *span) []srcline.Line {
 	file, line := cu.lineAt(pc, sp)
 	t := &cu.tree
 	funcBounds := func(r *pcRange) (uint64, uint64) { return r.lo, r.hi }
-	narrowFind(sp, t.funcs, pc, funcBounds, nil)
-	fi, ok := findRange(t.funcs, pc)
+	fi, ok := narrowFind(sp, t.funcs, pc, funcBounds, nil)
 	if !ok {
 		if file == "" && line == 0 {
 			return nil

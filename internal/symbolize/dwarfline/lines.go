@@ -115,16 +115,18 @@ func (x *Table) LinesRange(pc uint64) (ls []srcline.Line, lo, hi uint64) {
 		x.indexed = true
 		x.buildIndex()
 	}
-	cu := x.unitFor(pc)
-	if cu == nil && x.partial {
+	unitBounds := func(r *pcRange) (uint64, uint64) { return r.lo, r.hi }
+	sp := span{0, ^uint64(0)}
+	i, ok := narrowFind(&sp, x.ranges, pc, unitBounds, nil)
+	if !ok && x.partial {
 		x.completeIndex()
-		cu = x.unitFor(pc)
+		sp = span{0, ^uint64(0)}
+		i, ok = narrowFind(&sp, x.ranges, pc, unitBounds, nil)
 	}
-	if cu == nil {
+	if !ok {
 		return nil, pc, pc + 1
 	}
-	sp := span{0, ^uint64(0)}
-	narrowFind(&sp, x.ranges, pc, func(r *pcRange) (uint64, uint64) { return r.lo, r.hi }, nil)
+	cu := x.units[x.ranges[i].idx]
 	cu.once.Do(func() { x.own.loadUnit(cu) })
 	ls = x.expand(cu, pc, &sp)
 	if sp.lo > pc || sp.hi <= pc {
@@ -153,13 +155,14 @@ func (s *span) exclude(lo, hi, pc uint64) {
 	}
 }
 
-// narrowFind narrows s to the addresses for which the search of
-// findRange (the last entry of rs, sorted by lo, starting at or below
-// the address, that holds it, at most maxRangeWalk back) ends as it does
-// for pc: at the same entry, or at none. Entries that skip says nothing
-// about (nil: none) are passed over whatever the address, as lineAt
-// passes over empty sequences.
-func narrowFind[T any](s *span, rs []T, pc uint64, bounds func(*T) (uint64, uint64), skip func(*T) bool) {
+// narrowFind is findRange over rs (sorted by lo; bounds gives an entry's
+// [lo, hi)), passing over the entries skip reports (nil: none) whatever
+// the address, as lineAt passes over empty sequences: it returns the
+// index of the last entry starting at or below pc that holds it, at most
+// maxRangeWalk back, and whether there is one. It also narrows s to the
+// addresses for which that search ends as it does for pc: at the same
+// entry, or at none.
+func narrowFind[T any](s *span, rs []T, pc uint64, bounds func(*T) (uint64, uint64), skip func(*T) bool) (int, bool) {
 	i, _ := slices.BinarySearchFunc(rs, pc, func(r T, pc uint64) int {
 		if lo, _ := bounds(&r); lo <= pc {
 			return -1
@@ -177,10 +180,11 @@ func narrowFind[T any](s *span, rs []T, pc uint64, bounds func(*T) (uint64, uint
 		lo, hi := bounds(&rs[j])
 		if pc < hi {
 			s.cut(lo, hi) // the entry found
-			return
+			return j, true
 		}
 		s.cut(hi, ^uint64(0))
 	}
+	return 0, false
 }
 
 // buildIndex reads the ranges of every unit with code into x.ranges:
@@ -398,25 +402,17 @@ type lineMark struct {
 func (cu *cuLines) lineAt(pc uint64, sp *span) (file string, line int) {
 	x := &cu.lines
 	empty := func(s *lineSeq) bool { return s.mark >= s.end }
-	narrowFind(sp, x.seqs, pc, func(s *lineSeq) (uint64, uint64) { return s.lo, s.hi }, empty)
-	i, _ := slices.BinarySearchFunc(x.seqs, pc, func(s lineSeq, pc uint64) int {
-		if s.lo <= pc {
-			return -1
-		}
-		return 1
-	})
-	for j := i - 1; j >= 0 && j >= i-maxRangeWalk; j-- {
-		if s := &x.seqs[j]; pc < s.hi && s.mark < s.end {
-			r, next := x.rowAt(s, pc)
-			if r.addr <= pc {
-				sp.cut(r.addr, next)
-			} else {
-				sp.cut(pc, pc+1)
-			}
-			return cu.file(r.file), int(r.line)
-		}
+	j, ok := narrowFind(sp, x.seqs, pc, func(s *lineSeq) (uint64, uint64) { return s.lo, s.hi }, empty)
+	if !ok {
+		return "", 0
 	}
-	return "", 0
+	r, next := x.rowAt(&x.seqs[j], pc)
+	if r.addr <= pc {
+		sp.cut(r.addr, next)
+	} else {
+		sp.cut(pc, pc+1)
+	}
+	return cu.file(r.file), int(r.line)
 }
 
 // rowAt returns the last row of sequence s at or below pc (pc is in s),

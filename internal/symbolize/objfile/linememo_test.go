@@ -27,6 +27,20 @@ func loadWithCache(t testing.TB, path, dir string) *Binary {
 	return b
 }
 
+// corruptEntry flips the last byte of the section cache entry at path,
+// so that its CRC-32C no longer matches.
+func corruptEntry(t *testing.T, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLineMemoAcrossRuns checks that a binary read again with the same
 // cache answers Lines from the line memo the first reading saved, with
 // the answers the DWARF gives, at the addresses looked up before and at
@@ -74,14 +88,7 @@ func TestLineMemoAcrossRuns(t *testing.T) {
 	}
 	t.Logf("%d addresses, %d looked up in the first reading, %d answered by the memo read back", len(addrs), len(want), hits)
 
-	raw, err := os.ReadFile(memoFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[len(raw)-1] ^= 0xff
-	if err := os.WriteFile(memoFile, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	corruptEntry(t, memoFile)
 	broken := loadWithCache(t, bin, dir)
 	if _, ok := broken.memo.lines(addrs[0]); ok {
 		t.Error("a memo file with a bad CRC-32C was read")

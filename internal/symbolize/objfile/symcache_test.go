@@ -57,14 +57,7 @@ func TestSymbolCacheAcrossRuns(t *testing.T) {
 			}
 			// A corrupt entry (its CRC-32C no longer matches) is a miss,
 			// so the next Load reads the file and keeps the table again.
-			raw, err := os.ReadFile(entry)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw[len(raw)-1] ^= 0xff
-			if err := os.WriteFile(entry, raw, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			corruptEntry(t, entry)
 			if (&Binary{buildID: first.BuildID()}).loadSymbols(cache, symbolsName(withDebug), "") {
 				t.Error("a corrupt entry was read")
 			}
