@@ -162,7 +162,8 @@ type Sampler struct {
 }
 
 // bpfObjects are what load keeps of the profile object: every map (the
-// generated profileMaps) and the two sampling programs. The tracepoint
+// generated profileMaps) and the sampling program of the run's event
+// (loadObjects: the other one is nil). The tracepoint
 // programs are loaded apart (attachTracing), so that a kernel without
 // them still samples.
 type bpfObjects struct {
@@ -373,7 +374,7 @@ func (s *Sampler) load() error {
 			return fmt.Errorf("set %s: %w", c.spec.Name, err)
 		}
 	}
-	err = spec.LoadAndAssign(&s.objs, nil)
+	err = s.loadObjects(spec)
 	var ve *ebpf.VerifierError
 	if err != nil && s.cfg.CallGraph == CallGraphDWARF && errors.As(err, &ve) {
 		// A kernel without bpf_task_pt_regs (5.15) or BTF refuses the
@@ -382,7 +383,7 @@ func (s *Sampler) load() error {
 		s.verbosef("BPF verifier log:\n%+v\n", ve)
 		s.cfg.CallGraph = CallGraphFP
 		if err = spec.Variables["call_graph_dwarf"].Set(uint8(0)); err == nil {
-			err = spec.LoadAndAssign(&s.objs, nil)
+			err = s.loadObjects(spec)
 		}
 	}
 	if err != nil {
@@ -408,6 +409,29 @@ func (s *Sampler) load() error {
 		}
 	}
 	return s.attachTracing(spec)
+}
+
+// loadObjects loads the maps and the one sampling program the run's
+// event attaches (attachProgram): profile_tp for a tracepoint event,
+// profile for the others. The verifier checks only the program loaded,
+// and a run's start-up pays for its verification (BenchmarkOpenSampler).
+func (s *Sampler) loadObjects(spec *ebpf.CollectionSpec) error {
+	if s.cfg.Event != nil && s.cfg.Event.IsTracepoint() {
+		var o struct {
+			profileMaps
+			ProfileTP *ebpf.Program `ebpf:"profile_tp"`
+		}
+		err := spec.LoadAndAssign(&o, nil)
+		s.objs = bpfObjects{profileMaps: o.profileMaps, ProfileTP: o.ProfileTP}
+		return err
+	}
+	var o struct {
+		profileMaps
+		Profile *ebpf.Program `ebpf:"profile"`
+	}
+	err := spec.LoadAndAssign(&o, nil)
+	s.objs = bpfObjects{profileMaps: o.profileMaps, Profile: o.Profile}
+	return err
 }
 
 // constValue is a load-time constant of the profile object (a generated

@@ -450,3 +450,30 @@ func TestTargetMapsSized(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadsOneSamplingProgram checks that a sampler loads only the
+// sampling program its event attaches: profile for cpu-clock, profile_tp
+// for a tracepoint (the verifier's work is start-up's).
+func TestLoadsOneSamplingProgram(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	tp, err := ParseEvent("sched:sched_switch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		event *Event
+		tp    bool
+	}{{"cpu-clock", nil, false}, {"tracepoint", &tp, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, Event: tc.event, Log: io.Discard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if (s.objs.ProfileTP != nil) != tc.tp || (s.objs.Profile != nil) == tc.tp {
+				t.Errorf("loaded profile %v, profile_tp %v; want only the %s program", s.objs.Profile != nil, s.objs.ProfileTP != nil, tc.name)
+			}
+		})
+	}
+}
