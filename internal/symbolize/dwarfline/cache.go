@@ -3,6 +3,7 @@ package dwarfline
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -179,29 +180,81 @@ func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
 	return true
 }
 
-// usage holds, by cache directory, the bytes it held at this process's
-// last trim plus what the process wrote since, so that a save walks the
-// directory (trim) only on its first write and once the bound is passed,
-// not at every save: the end of a run saves an entry for each binary it
-// read.
+// usage holds, by cache directory, the bytes it held at its last walk
+// (trim) plus what was written since, as this process knows them, and
+// when that walk was, so that a save walks the directory only when the
+// bound is passed or the walk is older than walkEvery, not at every
+// save: the end of a run saves an entry for each binary it read. A
+// process learns both from the directory's ledger (usageFile), which
+// every save rewrites, so that a run does not walk the directory at its
+// first save either (BenchmarkSectionCacheSave).
 var usage struct {
 	sync.Mutex
-	bytes map[string]int64
+	dirs map[string]dirUsage
 }
 
-// wrote counts delta bytes written to the cache and trims it on the
-// first write of the process and once past maxBytes.
+// dirUsage is a cache directory's bytes and the time of its last walk.
+type dirUsage struct {
+	bytes  int64
+	walked time.Time
+}
+
+const (
+	// usageFile is the ledger of a cache directory: ledgerMagic, its
+	// bytes and the Unix time in ns of its last walk, in decimal. Two runs
+	// that save at once may each count only their own writes; the next
+	// walk, at most walkEvery later, counts again.
+	usageFile   = "usage"
+	ledgerMagic = "gpusage1"
+	walkEvery   = time.Hour
+)
+
+// wrote counts delta bytes written to the cache and trims it when the
+// ledger is missing or older than walkEvery, and once past maxBytes.
 func (c *SectionCache) wrote(delta int64) {
 	usage.Lock()
-	total, known := usage.bytes[c.dir]
+	u, known := usage.dirs[c.dir]
+	if !known {
+		u, known = c.readLedger()
+	}
+	if known && time.Since(u.walked) > walkEvery {
+		known = false
+	}
 	if known {
-		total += delta
-		usage.bytes[c.dir] = total
+		u.bytes += delta
+		if usage.dirs == nil {
+			usage.dirs = make(map[string]dirUsage)
+		}
+		usage.dirs[c.dir] = u
 	}
 	usage.Unlock()
-	if !known || total > c.maxBytes {
+	if !known || u.bytes > c.maxBytes {
 		c.trim()
+		return
 	}
+	c.writeLedger(u)
+}
+
+// readLedger returns the directory's ledger, and false when it has none
+// or cannot read it.
+func (c *SectionCache) readLedger() (dirUsage, bool) {
+	b, err := os.ReadFile(filepath.Join(c.dir, usageFile))
+	if err != nil {
+		return dirUsage{}, false
+	}
+	var magic string
+	var n, walked int64
+	if k, err := fmt.Sscanf(string(b), "%s %d %d", &magic, &n, &walked); k != 3 || err != nil || magic != ledgerMagic || n < 0 {
+		return dirUsage{}, false
+	}
+	return dirUsage{bytes: n, walked: time.Unix(0, walked)}, true
+}
+
+// writeLedger writes u as the directory's ledger; a failure leaves the
+// next process to walk.
+func (c *SectionCache) writeLedger(u dirUsage) {
+	line := fmt.Sprintf("%s %d %d\n", ledgerMagic, u.bytes, u.walked.UnixNano())
+	os.WriteFile(filepath.Join(c.dir, usageFile), []byte(line), 0o600)
 }
 
 // trim removes the files used least recently (by modification time,
@@ -215,8 +268,10 @@ func (c *SectionCache) trim() {
 	}
 	var all []entry
 	var total int64
+	ledger := filepath.Join(c.dir, usageFile)
+	walked := time.Now()
 	filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || path == ledger {
 			return nil
 		}
 		info, err := d.Info()
@@ -232,12 +287,14 @@ func (c *SectionCache) trim() {
 		return nil
 	})
 	defer func() {
+		u := dirUsage{bytes: total, walked: walked}
 		usage.Lock()
-		if usage.bytes == nil {
-			usage.bytes = make(map[string]int64)
+		if usage.dirs == nil {
+			usage.dirs = make(map[string]dirUsage)
 		}
-		usage.bytes[c.dir] = total
+		usage.dirs[c.dir] = u
 		usage.Unlock()
+		c.writeLedger(u)
 	}()
 	if total <= c.maxBytes {
 		return

@@ -2,6 +2,7 @@ package dwarfline
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -224,5 +225,91 @@ func TestSectionCacheTrimsWhenOver(t *testing.T) {
 		if c.Get(id, "info", len(data)) == nil {
 			t.Errorf("entry %s dropped, want the oldest dropped first", id)
 		}
+	}
+}
+
+// forgetUsage makes the next save to dir behave as a new process's first.
+func forgetUsage(dir string) {
+	usage.Lock()
+	delete(usage.dirs, dir)
+	usage.Unlock()
+}
+
+// TestSectionCacheLedger: a process's first save reads the directory's
+// ledger instead of walking it, so a file written behind the ledger's
+// back stays while the ledger's count is under the bound, and goes once
+// a save passes it; a ledger older than walkEvery, or one that does not
+// parse, makes the first save walk.
+func TestSectionCacheLedger(t *testing.T) {
+	dir := t.TempDir()
+	c := NewSectionCache(dir, 3500)
+	data := make([]byte, 1000)
+	c.Put("a", "info", data) // no ledger: a walk, which writes one
+	u, ok := c.readLedger()
+	if !ok || u.bytes < 1000 || u.bytes > 1100 || time.Since(u.walked) > time.Minute {
+		t.Fatalf("ledger after the first save: %+v, %v; want about 1000 bytes, walked now", u, ok)
+	}
+	foreign := filepath.Join(dir, "z", "info")
+	writeOld := func() {
+		if err := os.MkdirAll(filepath.Dir(foreign), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(foreign, make([]byte, 3000), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-2 * time.Hour)
+		os.Chtimes(foreign, old, old)
+	}
+	writeOld()
+	forgetUsage(dir)
+	c.Put("b", "info", data) // a new process: the ledger says about 2000
+	if _, err := os.Stat(foreign); err != nil {
+		t.Fatalf("a first save under the ledger's bound walked the cache: %v", err)
+	}
+	if u, _ := c.readLedger(); u.bytes < 2000 || u.bytes > 2200 {
+		t.Errorf("ledger after the second save: %d bytes, want about 2000", u.bytes)
+	}
+	forgetUsage(dir)
+	c.Put("c", "info", data)
+	forgetUsage(dir)
+	c.Put("d", "info", data) // about 4100: over
+	if _, err := os.Stat(foreign); err == nil {
+		t.Error("the save over the ledger's bound kept the least recently used file")
+	}
+
+	for name, ledger := range map[string]string{
+		"stale":   fmt.Sprintf("%s %d %d\n", ledgerMagic, 0, time.Now().Add(-2*walkEvery).UnixNano()),
+		"garbled": "gpusage1 many\n",
+	} {
+		writeOld()
+		os.WriteFile(filepath.Join(dir, usageFile), []byte(ledger), 0o600)
+		forgetUsage(dir)
+		c.Put("e", "info", data)
+		if _, err := os.Stat(foreign); err == nil {
+			t.Errorf("%s ledger: the first save did not walk the cache", name)
+		}
+	}
+}
+
+// BenchmarkSectionCacheSave: a run's first save to a cache directory
+// that holds 400 entries (a cache some weeks old), with the ledger the
+// last save wrote and without one (a walk of the directory).
+func BenchmarkSectionCacheSave(b *testing.B) {
+	dir := b.TempDir()
+	c := NewSectionCache(dir, 1<<30)
+	data := make([]byte, 4096)
+	for i := range 400 {
+		c.Put(fmt.Sprintf("%040x", i), "info", data)
+	}
+	for _, ledger := range []bool{true, false} {
+		b.Run(fmt.Sprintf("ledger=%v", ledger), func(b *testing.B) {
+			for b.Loop() {
+				forgetUsage(dir)
+				if !ledger {
+					os.Remove(filepath.Join(dir, usageFile))
+				}
+				c.Put("new", "info", data)
+			}
+		})
 	}
 }
