@@ -138,6 +138,9 @@ type Sampler struct {
 	event     Event
 	cpus      []int
 	ringBytes int
+	// execsReported: the sched_process_exec program is attached and
+	// sends exec records (ExecsReported).
+	execsReported bool
 	objs      bpfObjects
 	links     []link.Link // tracepoint and probe links; not the sampling events'
 	probes    probeLinks
@@ -234,6 +237,12 @@ func Open(cfg Config) (_ *Sampler, err error) {
 	}
 	return s, nil
 }
+
+// ExecsReported reports whether Run delivers a FlagProcessExec record
+// for every exec of a sampled process (Config.ReportExits, with the
+// sched_process_exec raw tracepoint attached), as it delivers samples:
+// a record the ring buffer had no room for is lost like a sample.
+func (s *Sampler) ExecsReported() bool { return s.execsReported }
 
 // CallGraph returns how user stacks are taken: Config.CallGraph, or
 // CallGraphFP after a fallback (a kernel that refuses the stack copy).

@@ -477,3 +477,20 @@ func TestLoadsOneSamplingProgram(t *testing.T) {
 		})
 	}
 }
+
+// TestExecsReported checks that a sampler says it reports execs when it
+// was asked to (ReportExits) and the exec program attached, and not
+// otherwise.
+func TestExecsReported(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	for _, report := range []bool{false, true} {
+		s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, ReportExits: report, Log: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.ExecsReported(); got != report {
+			t.Errorf("ReportExits %v: ExecsReported() = %v", report, got)
+		}
+		s.Close()
+	}
+}

@@ -62,6 +62,7 @@ func (s *Sampler) attachTracing(spec *ebpf.CollectionSpec) error {
 		if err != nil {
 			s.logf("gprofile: execs of processes are not reported (%v)\n", err)
 		}
+		s.execsReported = err == nil && s.cfg.ReportExits
 	}
 	err := checkTracepointFormat(tp("follow_fork"), newtaskFields)
 	if err == nil {

@@ -174,6 +174,7 @@ func New(cfg Config) (_ *Recorder, err error) {
 		if err = r.sampler.Enable(); err != nil {
 			return nil, err
 		}
+		r.sym.SetExecsReported(r.sampler.ExecsReported())
 		r.src = r.sampler
 	}
 	r.start = time.Now()

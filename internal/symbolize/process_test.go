@@ -329,6 +329,47 @@ func TestObserveExec(t *testing.T) {
 	}
 }
 
+// TestExecBackstop: with exec records on (SetExecsReported), a process
+// whose record was lost has its exec found by the stat of /proc/PID/exe
+// only once execBackstopInterval has passed since the last check, not
+// after execCheckInterval; without them, after execCheckInterval.
+func TestExecBackstop(t *testing.T) {
+	sh := symtest.BuildProg(t, true)
+	child := symtest.BuildInline(t)
+	for _, reported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reported=%v", reported), func(t *testing.T) {
+			const pid = 72
+			fp := newFakeProc(t)
+			fp.setMaps(pid, textMapping(t, sh, 0x555555554000))
+			exe := filepath.Join(fp.root, fmt.Sprint(pid), "exe")
+			if err := os.Symlink(sh, exe); err != nil {
+				t.Fatal(err)
+			}
+			s := fp.symbolizer("testdata/kallsyms.txt")
+			s.SetExecsReported(reported)
+			now := time.Unix(1000, 0)
+			s.procs.now = func() time.Time { return now }
+			s.procs.settle = nil
+			s.Observe(pid)
+			p := s.procs.m[pid]
+			childText := textMapping(t, child, 0x565656560000)
+			fp.setMaps(pid, childText) // an exec whose record was lost
+			os.Remove(exe)
+			os.Symlink(child, exe)
+			now = now.Add(2 * execCheckInterval)
+			s.Observe(pid)
+			if found := p.find(childText.Start) != nil; found == reported {
+				t.Errorf("after %v: exec found %v, want %v", 2*execCheckInterval, found, !reported)
+			}
+			now = now.Add(execBackstopInterval)
+			s.Observe(pid)
+			if p.find(childText.Start) == nil {
+				t.Errorf("after %v more: exec not found", execBackstopInterval)
+			}
+		})
+	}
+}
+
 // TestObserveWhileStackReads: while Stack reads a binary (held here in
 // the middle of the read), Observe of another process goes on, and the
 // binary is read once for the two processes that map it.

@@ -43,6 +43,9 @@ type procTable struct {
 	// are read again unasked (settleDelays; nil: never, as in tests that
 	// replace now).
 	settle []time.Duration
+	// execsReported: exec records arrive (SetExecsReported), so checkExec
+	// checks every execBackstopInterval instead of execCheckInterval.
+	execsReported bool
 }
 
 // settleDelays are the times after an exec'd program's first maps read
@@ -238,6 +241,11 @@ const minCodeAddr = 4096
 // stack to symbolize.
 const execCheckInterval = 10 * time.Millisecond
 
+// execBackstopInterval replaces execCheckInterval when exec records
+// arrive (SetExecsReported): the check then only catches an exec whose
+// record was lost.
+const execBackstopInterval = time.Second
+
 // process is the cache of one process: its executable mappings and the
 // addresses it has resolved.
 type process struct {
@@ -405,13 +413,18 @@ func (p *process) inData(addr uint64) bool {
 
 // checkExec re-reads p's maps when it has exec'd since they were read:
 // /proc/PID/exe is another file. It checks at most every
-// execCheckInterval unless force is set. The caller holds t.mu.
+// execCheckInterval (execBackstopInterval when exec records arrive)
+// unless force is set. The caller holds t.mu.
 func (t *procTable) checkExec(p *process, force bool) bool {
 	if !p.seen || p.gone || p.exe == (fileID{}) {
 		return false
 	}
 	now := t.now()
-	if !force && now.Sub(p.lastCheck) < execCheckInterval {
+	every := execCheckInterval
+	if t.execsReported {
+		every = execBackstopInterval
+	}
+	if !force && now.Sub(p.lastCheck) < every {
 		return false
 	}
 	p.lastCheck = now

@@ -343,6 +343,19 @@ func (s *Symbolizer) Observe(pid uint32) {
 	s.ObserveStack(pid, nil)
 }
 
+// SetExecsReported tells the symbolizer whether every exec of a sampled
+// process reaches it through ObserveExec (attach.Sampler.ExecsReported).
+// Then a process with stacks to symbolize has /proc/PID/exe checked at
+// most every execBackstopInterval, for an exec record lost with a full
+// ring buffer, instead of every execCheckInterval: the check is a stat,
+// and a system call after an idle spell wakes the Go runtime's sysmon
+// thread at short intervals (BENCHMARKS.md, issue 16 session 16).
+func (s *Symbolizer) SetExecsReported(on bool) {
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
+	s.procs.execsReported = on
+}
+
 // ObserveExec is Observe for a process known to have just exec'd (an
 // exec record): its maps are read now, on first sight or because
 // /proc/PID/exe changed, without Observe's 10 ms between exec checks (a
