@@ -138,9 +138,6 @@ type Sampler struct {
 	event     Event
 	cpus      []int
 	ringBytes int
-	// execsReported: the sched_process_exec program is attached and
-	// sends exec records (ExecsReported).
-	execsReported bool
 	objs      bpfObjects
 	links     []link.Link // tracepoint and probe links; not the sampling events'
 	probes    probeLinks
@@ -151,6 +148,9 @@ type Sampler struct {
 	enabled   bool
 	start     time.Time // when Enable enabled the events
 	closed    bool
+	// execsReported: the sched_process_exec program is attached and
+	// sends exec records (ExecsReported).
+	execsReported bool
 
 	// mu guards the sampling events and the hotplug watcher's state,
 	// which Run's watcher changes while other goroutines read them
