@@ -2,6 +2,7 @@ package output
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -90,6 +91,45 @@ func TestPprofLabels(t *testing.T) {
 	}
 	if _, err := BuildPprof(a, Meta{Labels: []string{"pid", "uid"}}); err == nil || !strings.Contains(err.Error(), `"uid"`) {
 		t.Errorf("unknown label: error %v", err)
+	}
+}
+
+// TestPprofLabelsShared: samples with the same labels share their label
+// maps, and samples with different labels do not.
+func TestPprofLabelsShared(t *testing.T) {
+	a := newFixture().aggregateByThread()
+	p, err := BuildPprof(a, Meta{Labels: []string{LabelPID, LabelComm}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type labels struct {
+		pid  int64
+		comm string
+	}
+	byLabels := map[labels]*profile.Sample{}
+	shared := 0
+	for i, s := range p.Sample {
+		l := labels{s.NumLabel[LabelPID][0], strings.Join(s.Label[LabelComm], ",")}
+		first, ok := byLabels[l]
+		if !ok {
+			byLabels[l] = s
+			continue
+		}
+		if fmt.Sprintf("%p %p", first.Label, first.NumLabel) != fmt.Sprintf("%p %p", s.Label, s.NumLabel) {
+			t.Errorf("sample %d: labels %+v in maps of their own", i, l)
+		}
+		shared++
+	}
+	seen := map[string]labels{}
+	for l, s := range byLabels {
+		ptr := fmt.Sprintf("%p", s.NumLabel)
+		if other, ok := seen[ptr]; ok {
+			t.Errorf("labels %+v and %+v share one map", l, other)
+		}
+		seen[ptr] = l
+	}
+	if shared == 0 {
+		t.Fatal("the fixture has no two samples with the same labels: the test checks nothing")
 	}
 }
 

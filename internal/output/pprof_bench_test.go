@@ -60,14 +60,26 @@ func benchmarkWrite(b *testing.B, write func(*Aggregator) error) {
 }
 
 // BenchmarkWritePprof writes the pprof profile of benchAggregate and its
-// top table: the end of a run in the default format.
+// top table: the end of a run in the default format. file-bytes is the
+// size of the gzipped profile.
 func BenchmarkWritePprof(b *testing.B) {
+	var n countWriter
 	benchmarkWrite(b, func(a *Aggregator) error {
-		if err := WritePprof(io.Discard, a, Meta{Labels: []string{LabelPID, LabelTID, LabelComm}}); err != nil {
+		n = 0
+		if err := WritePprof(&n, a, Meta{Labels: []string{LabelPID, LabelTID, LabelComm}}); err != nil {
 			return err
 		}
 		return WriteTop(io.Discard, a, 10)
 	})
+	b.ReportMetric(float64(n), "file-bytes")
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
 }
 
 // BenchmarkWriteFolded writes the folded stacks of benchAggregate and its

@@ -17,6 +17,23 @@ type builder struct {
 	functions map[functionKey]*profile.Function // interned functions
 	labels    labelSet                          // labels of every sample
 	state     bool                              // a LabelState per sample (off-CPU columns)
+	// labelMaps holds the label maps made so far, by the values they
+	// hold: samples with the same labels share them (setLabels).
+	labelMaps map[labelKey]sampleLabels
+}
+
+// labelKey is what a sample's labels are made of: its key less the stack,
+// and its off-CPU state ("" without one).
+type labelKey struct {
+	pid, tid, cpu uint32
+	comm, cgroup  strID
+	state         string
+}
+
+// sampleLabels are the two label maps of a profile.Sample.
+type sampleLabels struct {
+	str map[string][]string
+	num map[string][]int64
 }
 
 // segmentKey identifies a binary segment across processes. Exactly one of
@@ -49,6 +66,7 @@ func newBuilder(a *Aggregator) *builder {
 		segments:  make(map[segmentKey]*profile.Mapping),
 		mappings:  make(map[*symbolize.Mapping]rebase),
 		functions: make(map[functionKey]*profile.Function),
+		labelMaps: make(map[labelKey]sampleLabels),
 	}
 }
 
