@@ -3,7 +3,6 @@ package recorder
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -312,7 +311,6 @@ func (r *Recorder) Run(ctx context.Context) (Result, error) {
 	res.Symbols.Frames = r.c.frames.Frames
 	r.sym.Close()
 	res.SymbolNotes = r.sym.Notes() // after Close: downloads cancelled count as unfinished
-	runtime.GC()
 	return res, nil
 }
 
