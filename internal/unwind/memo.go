@@ -2,8 +2,12 @@ package unwind
 
 import "sync/atomic"
 
-// ruleMemoBits sizes an Unwinder's rule memo: 1<<ruleMemoBits slots.
-const ruleMemoBits = 12
+// ruleMemoBits sizes an Unwinder's rule memo: 1<<ruleMemoBits slots (8
+// bytes each, and 32 for each entry held). Beside the bench's neighbours
+// (a Python interpreter, a Go and a C++ server) 1<<12 slots missed 2 % of
+// lookups, 1 in 2 by a conflict; 1<<15 slots missed 1.2 %, few by a
+// conflict.
+const ruleMemoBits = 14
 
 // ruleMemo remembers the CFI rule of recently unwound pcs, so that a
 // stack seen again costs a hash and a load per frame instead of a search
