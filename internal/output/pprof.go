@@ -200,8 +200,8 @@ func WritePprof(w io.Writer, a *Aggregator, meta Meta) error {
 		return err
 	}
 	// BestSpeed, as runtime/pprof writes its profiles: Profile.Write's
-	// default level spent a fifth of the write's time for a file a
-	// fifteenth smaller (BenchmarkWritePprof).
+	// default level costs much more CPU for a file only a little smaller
+	// (BenchmarkWritePprof reports both).
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	if err := p.WriteUncompressed(zw); err != nil {
 		return fmt.Errorf("write pprof profile: %w", err)
@@ -215,7 +215,7 @@ func WritePprof(w io.Writer, a *Aggregator, meta Meta) error {
 // setLabels gives ps the labels b.labels asks for, of the key of r. The
 // maps are shared by every sample with the same labels: a whole-system
 // profile has thousands of samples and tens of processes, and a pair of
-// maps per sample was a fifth of BuildPprof's time (BenchmarkWritePprof).
+// maps per sample cost BuildPprof much of its time (BenchmarkWritePprof).
 func (b *builder) setLabels(ps *profile.Sample, r *record) {
 	ls := b.labels
 	k := labelKey{comm: r.comm, cgroup: r.cgroup}

@@ -291,6 +291,34 @@ func TestStackRereadsMapsAfterLoader(t *testing.T) {
 	}
 }
 
+// execProcess makes process pid run prog in a fake /proc (its maps and
+// /proc/PID/exe), with a symbolizer whose clock moves only when the test
+// moves *now (and no unasked reads on real timers). exec makes pid run
+// bin at start instead, as an exec does, and returns its text mapping.
+func execProcess(t *testing.T, pid uint32, prog string) (s *Symbolizer, now *time.Time, exec func(bin string, start uint64) procmaps.Entry) {
+	t.Helper()
+	fp := newFakeProc(t)
+	fp.setMaps(pid, textMapping(t, prog, 0x555555554000))
+	exe := filepath.Join(fp.root, fmt.Sprint(pid), "exe")
+	if err := os.Symlink(prog, exe); err != nil {
+		t.Fatal(err)
+	}
+	s = fp.symbolizer("testdata/kallsyms.txt")
+	clock := time.Unix(1000, 0)
+	s.procs.now = func() time.Time { return clock }
+	s.procs.settle = nil
+	exec = func(bin string, start uint64) procmaps.Entry {
+		text := textMapping(t, bin, start)
+		fp.setMaps(pid, text)
+		os.Remove(exe)
+		if err := os.Symlink(bin, exe); err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	return s, &clock, exec
+}
+
 // TestObserveExec: an exec record makes ObserveExec read the new
 // program's maps at once, even when a sample of the old program was
 // checked an instant before (Observe would wait execCheckInterval); on
@@ -299,26 +327,14 @@ func TestObserveExec(t *testing.T) {
 	sh := symtest.BuildProg(t, true)
 	child := symtest.BuildInline(t)
 	const pid = 71
-	fp := newFakeProc(t)
-	fp.setMaps(pid, textMapping(t, sh, 0x555555554000))
-	exe := filepath.Join(fp.root, fmt.Sprint(pid), "exe")
-	if err := os.Symlink(sh, exe); err != nil {
-		t.Fatal(err)
-	}
-	s := fp.symbolizer("testdata/kallsyms.txt")
-	now := time.Unix(1000, 0)
-	s.procs.now = func() time.Time { return now }
-	s.procs.settle = nil // no unasked reads on real timers
-	s.ObserveExec(pid)   // first sight
+	s, now, exec := execProcess(t, pid, sh)
+	s.ObserveExec(pid) // first sight
 	p := s.procs.m[pid]
 	if p == nil || !p.seen || len(p.maps) != 1 {
 		t.Fatalf("first ObserveExec: process %+v, want its maps read", p)
 	}
-	childText := textMapping(t, child, 0x565656560000)
-	fp.setMaps(pid, childText)
-	os.Remove(exe)
-	os.Symlink(child, exe)
-	now = now.Add(time.Microsecond) // well within execCheckInterval
+	childText := exec(child, 0x565656560000)
+	*now = now.Add(time.Microsecond) // well within execCheckInterval
 	s.Observe(pid)
 	if p.find(childText.Start) != nil {
 		t.Fatal("Observe read the maps within execCheckInterval; the test needs it not to")
@@ -339,29 +355,17 @@ func TestExecBackstop(t *testing.T) {
 	for _, reported := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reported=%v", reported), func(t *testing.T) {
 			const pid = 72
-			fp := newFakeProc(t)
-			fp.setMaps(pid, textMapping(t, sh, 0x555555554000))
-			exe := filepath.Join(fp.root, fmt.Sprint(pid), "exe")
-			if err := os.Symlink(sh, exe); err != nil {
-				t.Fatal(err)
-			}
-			s := fp.symbolizer("testdata/kallsyms.txt")
+			s, now, exec := execProcess(t, pid, sh)
 			s.SetExecsReported(reported)
-			now := time.Unix(1000, 0)
-			s.procs.now = func() time.Time { return now }
-			s.procs.settle = nil
 			s.Observe(pid)
 			p := s.procs.m[pid]
-			childText := textMapping(t, child, 0x565656560000)
-			fp.setMaps(pid, childText) // an exec whose record was lost
-			os.Remove(exe)
-			os.Symlink(child, exe)
-			now = now.Add(2 * execCheckInterval)
+			childText := exec(child, 0x565656560000) // an exec whose record was lost
+			*now = now.Add(2 * execCheckInterval)
 			s.Observe(pid)
 			if found := p.find(childText.Start) != nil; found == reported {
 				t.Errorf("after %v: exec found %v, want %v", 2*execCheckInterval, found, !reported)
 			}
-			now = now.Add(execBackstopInterval)
+			*now = now.Add(execBackstopInterval)
 			s.Observe(pid)
 			if p.find(childText.Start) == nil {
 				t.Errorf("after %v more: exec not found", execBackstopInterval)

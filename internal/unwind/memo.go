@@ -4,9 +4,9 @@ import "sync/atomic"
 
 // ruleMemoBits sizes an Unwinder's rule memo: 1<<ruleMemoBits slots (8
 // bytes each, and 32 for each entry held). Beside the bench's neighbours
-// (a Python interpreter, a Go and a C++ server) 1<<12 slots missed 2 % of
-// lookups, 1 in 2 by a conflict; 1<<15 slots missed 1.2 %, few by a
-// conflict.
+// (a Python interpreter, a Go and a C++ server) a quarter of the slots
+// missed half as often again, by conflicts (BENCHMARKS.md, issue 16
+// session 16).
 const ruleMemoBits = 14
 
 // ruleMemo remembers the CFI rule of recently unwound pcs, so that a
