@@ -218,7 +218,13 @@ func WritePprof(w io.Writer, a *Aggregator, meta Meta) error {
 // maps per sample cost BuildPprof much of its time (BenchmarkWritePprof).
 func (b *builder) setLabels(ps *profile.Sample, r *record) {
 	ls := b.labels
-	k := labelKey{comm: r.comm, cgroup: r.cgroup}
+	var k labelKey
+	if ls.comm {
+		k.comm = r.comm
+	}
+	if ls.cgroup {
+		k.cgroup = r.cgroup
+	}
 	if ls.pid {
 		k.pid = r.pid
 	}
@@ -255,10 +261,10 @@ func (b *builder) makeLabels(k labelKey) sampleLabels {
 	if ls.cpu {
 		m.num[LabelCPU] = []int64{int64(k.cpu)}
 	}
-	if comm := b.a.strs.str(k.comm); ls.comm && comm != "" {
+	if comm := b.a.strs.str(k.comm); comm != "" {
 		m.str = map[string][]string{LabelComm: {comm}}
 	}
-	if cg := b.a.strs.str(k.cgroup); ls.cgroup && cg != "" {
+	if cg := b.a.strs.str(k.cgroup); cg != "" {
 		if m.str == nil {
 			m.str = map[string][]string{}
 		}

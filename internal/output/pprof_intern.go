@@ -22,8 +22,9 @@ type builder struct {
 	labelMaps map[labelKey]sampleLabels
 }
 
-// labelKey is what a sample's labels are made of: its key less the stack,
-// and its off-CPU state ("" without one).
+// labelKey is what a sample's labels are made of: the fields of its key
+// that the labels ask for (zero for the others) and its off-CPU state
+// ("" without one).
 type labelKey struct {
 	pid, tid, cpu uint32
 	comm, cgroup  strID

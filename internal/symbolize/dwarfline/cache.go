@@ -222,10 +222,7 @@ func (c *SectionCache) wrote(delta int64) {
 	}
 	if known {
 		u.bytes += delta
-		if usage.dirs == nil {
-			usage.dirs = make(map[string]dirUsage)
-		}
-		usage.dirs[c.dir] = u
+		c.setUsageLocked(u)
 	}
 	usage.Unlock()
 	if !known || u.bytes > c.maxBytes {
@@ -233,6 +230,15 @@ func (c *SectionCache) wrote(delta int64) {
 		return
 	}
 	c.writeLedger(u)
+}
+
+// setUsageLocked records u as what this process knows of the directory.
+// The caller holds usage.
+func (c *SectionCache) setUsageLocked(u dirUsage) {
+	if usage.dirs == nil {
+		usage.dirs = make(map[string]dirUsage)
+	}
+	usage.dirs[c.dir] = u
 }
 
 // readLedger returns the directory's ledger, and false when it has none
@@ -289,10 +295,7 @@ func (c *SectionCache) trim() {
 	defer func() {
 		u := dirUsage{bytes: total, walked: walked}
 		usage.Lock()
-		if usage.dirs == nil {
-			usage.dirs = make(map[string]dirUsage)
-		}
-		usage.dirs[c.dir] = u
+		c.setUsageLocked(u)
 		usage.Unlock()
 		c.writeLedger(u)
 	}()
