@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
 
 // maxSectionBytes bounds a CFI section read from a file (a larger one is
@@ -271,18 +273,29 @@ func loadTable(path, root string) (*Table, error) {
 		return nil, err
 	}
 	defer f.Close()
-	// A Go binary's table reads .gopclntab through its own open file, for
-	// as long as the table lives (os.File closes it once unreachable).
+	// A Go binary's table reads .gopclntab from a mapping of the file
+	// (page cache, no system call a function), else through its own open
+	// file, for as long as the table lives (the mapping is unmapped and
+	// the os.File closed once unreachable).
 	var pcln io.ReaderAt
 	var of *os.File
+	var mapped *elfio.Mapping
 	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
 		if of, err = os.Open(path); err == nil {
-			pcln = io.NewSectionReader(of, int64(s.Offset), int64(s.Size))
+			if mapped = elfio.MapSection(elfio.NewReaderAt(of, elfio.MaxPclntabBytes), s, elfio.MaxPclntabBytes); mapped != nil {
+				of.Close()
+				of, pcln = nil, bytes.NewReader(mapped.Data)
+			} else {
+				pcln = io.NewSectionReader(of, int64(s.Offset), int64(s.Size))
+			}
 		}
 	}
 	t, err := newTable(f, pcln, true)
 	if of != nil && (err != nil || t.gofn == nil) {
 		of.Close() // not a Go 1.18+ table: nothing reads it
+	}
+	if err == nil && t.gofn != nil {
+		t.gofn.mapped = mapped
 	}
 	if err != nil || t.HasCFI() {
 		return t, err

@@ -2,10 +2,15 @@ package unwind
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
 
 // goFuncs answers rule lookups for a Go binary's functions from its
@@ -16,18 +21,26 @@ import (
 // binary's first sample: a profile touches a few hundred of a Go
 // toolchain binary's tens of thousands (BenchmarkGoTable compares both).
 type goFuncs struct {
-	src       io.ReaderAt // the .gopclntab section
-	size      int64       // its bytes
+	src       io.ReaderAt    // the .gopclntab section
+	mapped    *elfio.Mapping // the mapping src reads, kept while g lives; nil when src reads a file or the heap
+	size      int64          // its bytes
 	textStart uint64
 	namesOff  int64 // funcnametab
 	pctabOff  int64 // pctab
 	pclnOff   int64 // functab: (entryOff, funcOff) pairs, then the _func records
+	flagOff   int   // of the flag byte in a _func record (Go 1.20 added startLine)
 	entries   []uint32
 	funcOffs  []uint32
 
 	mu    sync.Mutex
 	funcs map[int32][]goRow // decoded functions, by index
 }
+
+// Bits of a _func record's flag (internal/abi.FuncFlag).
+const (
+	goFlagTopFrame = 1 << 0 // the function starts a stack (goexit, mstart, rt0_go)
+	goFlagSPWrite  = 1 << 1 // it writes SP other than by adding a constant
+)
 
 // goRow is one pc-value row of a decoded function: from off (bytes past
 // the function's entry) on, rule applies (cfaKind cfaNone: no rule).
@@ -47,7 +60,13 @@ const goFuncsBytes = 256 << 10
 // newGoFuncs reads the header and function table of the .gopclntab in
 // src (size bytes; Go 1.18 or later, else errNotGo118). textStart is
 // runtime.text's address, used when the header leaves it 0.
-func newGoFuncs(src io.ReaderAt, size int64, textStart uint64) (*goFuncs, error) {
+func newGoFuncs(src io.ReaderAt, size int64, textStart uint64) (g *goFuncs, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recoverFault(recover()) {
+			g, err = nil, errors.New("read .gopclntab: memory fault (the file shrank)")
+		}
+	}()
 	var hdr [8 + 8*8]byte
 	if size < int64(len(hdr)) {
 		return nil, errNotGo118
@@ -74,7 +93,11 @@ func newGoFuncs(src io.ReaderAt, size int64, textStart uint64) (*goFuncs, error)
 	if _, err := src.ReadAt(pairs, int64(pclnOff)); err != nil {
 		return nil, fmt.Errorf("read .gopclntab function table: %w", err)
 	}
-	g := &goFuncs{src: src, size: size, textStart: textStart, namesOff: int64(namesOff),
+	flagOff := 41
+	if magic == goMagic118 {
+		flagOff = 37
+	}
+	g = &goFuncs{src: src, size: size, textStart: textStart, namesOff: int64(namesOff), flagOff: flagOff,
 		pctabOff: int64(pctabOff), pclnOff: int64(pclnOff),
 		entries: make([]uint32, nfunc+1), funcOffs: make([]uint32, nfunc+1), funcs: map[int32][]goRow{}}
 	for i := range g.entries {
@@ -126,20 +149,43 @@ func (g *goFuncs) lookup(pc uint64) (rule, bool) {
 // start a stack), and the caller's rbp at CFA-16 once the function has
 // pushed it (the Go compiler's frame layout; delta ≥ 8). A function it
 // cannot read gets no rows: its pcs have no rule.
-func (g *goFuncs) decode(i int) []goRow {
+func (g *goFuncs) decode(i int) (rows []goRow) {
+	// A mapped .gopclntab whose file shrank faults where it was cut: the
+	// function gets no rows instead of the process a SIGBUS.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recoverFault(recover()) {
+			rows = nil
+		}
+	}()
 	le := binary.LittleEndian
 	// _func: entryOff, nameOff, args, deferreturn, pcsp, ...
-	var fn [20]byte
-	if _, err := g.src.ReadAt(fn[:], g.pclnOff+int64(g.funcOffs[i])); err != nil {
+	// ..., pcfile, pcln, npcdata, cuOffset, [startLine (Go 1.20+)],
+	// funcID, flag.
+	var fn [44]byte
+	got, _ := g.src.ReadAt(fn[:], g.pclnOff+int64(g.funcOffs[i]))
+	if got < 20 {
 		return nil
 	}
 	sp := int64(le.Uint32(fn[16:]))
 	if sp == 0 || g.pctabOff+sp >= g.size {
 		return nil
 	}
-	top := g.isTop(int64(le.Uint32(fn[4:])))
+	var flag byte // none in a record cut short by the section's end
+	if got > g.flagOff {
+		flag = fn[g.flagOff]
+	}
+	top := flag&goFlagTopFrame != 0 || g.isTop(int64(le.Uint32(fn[4:])))
+	// A function that writes SP (switches to the g0 stack, as
+	// nanotime1 does around its vDSO call) has SP deltas that stop
+	// holding at the switch, so past its prologue (PUSHQ BP; MOVQ SP, BP:
+	// the Go assembler's, 1 and 3 bytes) its frame is found from rbp
+	// instead, which it leaves pointing at its frame on the goroutine's
+	// stack: CFA = rbp + 16. The runtime's own traceback stops at such a
+	// function; this goes on when that stack is in the copied window.
+	spWrite := flag&goFlagSPWrite != 0 && !top
+	fpFrom := uint64(0) // offset from which the rbp rule holds; 0: not yet known
 	length := uint64(g.entries[i+1] - g.entries[i])
-	var rows []goRow
 	add := func(off uint64, r rule) {
 		if n := len(rows); n > 0 && rows[n-1].r == r {
 			return
@@ -163,18 +209,19 @@ func (g *goFuncs) decode(i int) []goRow {
 			// so): no rule up to the next pc-value.
 			add(off, rule{cfaKind: cfaNone})
 		} else {
-			st := cfaState{cfa: cfaRule{reg: RegRSP, off: val + 8}}
-			st.regs[RegRIP] = regRule{kind: rOffset, off: -8}
-			if val >= 8 {
-				st.regs[RegRBP] = regRule{kind: rOffset, off: -16}
+			if spWrite && val > 0 && fpFrom == 0 {
+				// The first push is PUSHQ BP (1 byte, at off-1); MOVQ SP, BP
+				// (3 bytes) follows it. A first push of another size is
+				// no such prologue (NOFRAME): the SP deltas stay.
+				fpFrom, spWrite = off+3, val == 8
 			}
-			if top {
-				st.regs[RegRIP] = regRule{kind: rUndefined}
-			}
-			if c, ok := compact(&st, RegRIP, false); ok {
-				add(off, c)
+			if spWrite && fpFrom != 0 && off+n > fpFrom {
+				if off < fpFrom {
+					add(off, goRule(val, top, false))
+				}
+				add(max(off, fpFrom), goRule(val, top, true))
 			} else {
-				add(off, rule{cfaKind: cfaNone})
+				add(off, goRule(val, top, false))
 			}
 		}
 		if n >= length-off { // the row runs to the function's end (or a corrupt advance past it)
@@ -183,6 +230,45 @@ func (g *goFuncs) decode(i int) []goRow {
 		off += n
 	}
 	return rows
+}
+
+// goRule is the rule at a pc where the function has pushed val bytes
+// (its SP delta), or, with fp, the frame-pointer rule of its frame
+// (CFA = rbp + 16, the caller's rbp at CFA-16); with top the return
+// address is undefined.
+func goRule(val int64, top, fp bool) rule {
+	st := cfaState{cfa: cfaRule{reg: RegRSP, off: val + 8}}
+	if fp {
+		st.cfa = cfaRule{reg: RegRBP, off: 16}
+	}
+	st.regs[RegRIP] = regRule{kind: rOffset, off: -8}
+	if val >= 8 || fp {
+		st.regs[RegRBP] = regRule{kind: rOffset, off: -16}
+	}
+	if top {
+		st.regs[RegRIP] = regRule{kind: rUndefined}
+	}
+	c, ok := compact(&st, RegRIP, false)
+	if !ok {
+		return rule{cfaKind: cfaNone}
+	}
+	return c
+}
+
+// recoverFault reports whether r, a recovered panic value, is a memory
+// fault (under debug.SetPanicOnFault the runtime's error gives the
+// faulting address); any other panic goes on.
+func recoverFault(r any) bool {
+	if r == nil {
+		return false
+	}
+	if _, ok := r.(interface {
+		runtime.Error
+		Addr() uintptr
+	}); ok {
+		return true
+	}
+	panic(r)
 }
 
 // isTop reports whether the function named at nameOff in funcnametab is

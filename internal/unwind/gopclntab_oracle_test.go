@@ -18,6 +18,7 @@ type goPclntab struct {
 	pctab     []byte
 	names     []byte // funcnametab: NUL-terminated names
 	functab   []byte // nfunc+1 (entryOff, funcOff) pairs, then the _func records
+	go118     bool   // Go 1.18's layout: no startLine in _func
 }
 
 func parseGoPclntab(data []byte, textStart uint64) (*goPclntab, error) {
@@ -39,7 +40,7 @@ func parseGoPclntab(data []byte, textStart uint64) (*goPclntab, error) {
 		uint64(len(data))-pclnOff < (nfunc+1)*8 {
 		return nil, fmt.Errorf(".gopclntab header out of bounds (%d functions)", nfunc)
 	}
-	return &goPclntab{data: data, nfunc: int(nfunc), textStart: textStart,
+	return &goPclntab{data: data, nfunc: int(nfunc), textStart: textStart, go118: magic == goMagic118,
 		pctab: data[pctabOff:], names: data[namesOff:], functab: data[pclnOff:]}, nil
 }
 
@@ -75,10 +76,26 @@ func (g *goPclntab) funcSP(i int) (start, end uint64, pcsp []byte, ok bool) {
 	return g.textStart + uint64(entry), g.textStart + uint64(next), g.pctab[sp:], true
 }
 
+// funcFlag returns function i's flag byte (abi.FuncFlag), 0 when its
+// _func record is cut short.
+func (g *goPclntab) funcFlag(i int) byte {
+	funcOff := uint64(binary.LittleEndian.Uint32(g.functab[8*i+4:]))
+	at := funcOff + 41 // entryOff … cuOffset, startLine, funcID
+	if g.go118 {
+		at = funcOff + 37
+	}
+	if at >= uint64(len(g.functab)) {
+		return 0
+	}
+	return g.functab[at]
+}
+
 // addGoPclntab adds rows for every function of a Go binary from its pcsp
 // tables: CFA = rsp + delta + 8, return address at CFA-8, and the caller's
 // rbp at CFA-16 once the function has pushed it (the Go compiler's frame
-// layout; delta ≥ 8).
+// layout; delta ≥ 8). The TopFrame flag marks a top function as its name
+// does; a function flagged SPWrite whose first push is 8 bytes (PUSHQ BP)
+// gets CFA = rbp + 16 from 3 bytes past that push (MOVQ SP, BP) on.
 func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 	for i := range g.nfunc {
 		start, end, pcsp, ok := g.funcSP(i)
@@ -92,10 +109,15 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 			return
 		}
 		// Go's top functions by their .gopclntab names: stripped binaries have no .symtab.
-		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)]
+		flag := g.funcFlag(i)
+		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)] || flag&goFlagTopFrame != 0
 		lo := len(b.rows)
 		r := &buf{b: pcsp}
 		pc, val := start, int64(-1)
+		fpAt, fpDone := uint64(0), flag&goFlagSPWrite == 0 || b.inTop // where the rbp rule starts
+		fp := cfaState{cfa: cfaRule{reg: RegRBP, off: 16}}
+		fp.regs[RegRIP] = regRule{kind: rOffset, off: -8}
+		fp.regs[RegRBP] = regRule{kind: rOffset, off: -16}
 		for pc < end && r.left() > 0 {
 			d := r.uleb()
 			if d == 0 && pc != start { // the end of the table
@@ -123,7 +145,18 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 			if val >= 8 {
 				st.regs[RegRBP] = regRule{kind: rOffset, off: -16}
 			}
-			b.addRow(pc, &st, false)
+			if !fpDone && val != 0 && fpAt == 0 {
+				fpAt, fpDone = pc+3, val != 8
+			}
+			switch {
+			case fpDone || fpAt == 0 || pc+n <= fpAt:
+				b.addRow(pc, &st, false)
+			case pc >= fpAt:
+				b.addRow(pc, &fp, false)
+			default:
+				b.addRow(pc, &st, false)
+				b.addRow(fpAt, &fp, false)
+			}
 			if n >= end-pc { // the row runs to the function's end (or a corrupt advance past it)
 				break
 			}

@@ -3,6 +3,10 @@ package unwind
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,7 +32,7 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 	if s := fromPcln.Stats(); s.FDEs < 1000 || s.BadFDEs > s.FDEs/100 {
 		t.Fatalf(".gopclntab: %d functions, %d unreadable", s.FDEs, s.BadFDEs)
 	}
-	compared, diffs, padding := 0, 0, 0
+	compared, diffs, padding, spWrite := 0, 0, 0, 0
 	for _, tabs := range [][2]*Table{{fromDebug, fromPcln}, {fromPcln, fromDebug}} {
 		for _, off := range tabs[0].pcs {
 			pc := tabs[0].base + uint64(off)
@@ -51,6 +55,10 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 			if wok && gok && (want.raKind == raUndef) != (got.raKind == raUndef) {
 				continue // Go's top functions: only the .gopclntab table marks them
 			}
+			if wok && gok && (want.cfaKind == cfaRBP) != (got.cfaKind == cfaRBP) {
+				spWrite++ // Go's SP-writing functions: only .gopclntab's flag marks them
+				continue
+			}
 			if wok != gok || want.cfaKind != got.cfaKind || want.cfaOff != got.cfaOff || want.raKind != got.raKind || want.raOff != got.raOff {
 				diffs++
 				if diffs <= 10 {
@@ -65,7 +73,10 @@ func TestGoPclntabMatchesDebugFrame(t *testing.T) {
 	if padding > compared/10 {
 		t.Errorf("%d of %d rows only in .gopclntab: more than padding", padding, compared)
 	}
-	t.Logf("%d rows compared, %d in padding only .gopclntab covers", compared, padding)
+	if spWrite == 0 || spWrite > compared/100 {
+		t.Errorf("%d of %d rows differ by the SPWrite flag's rbp rule: want a few", spWrite, compared)
+	}
+	t.Logf("%d rows compared, %d in padding only .gopclntab covers, %d with the SPWrite rbp rule", compared, padding, spWrite)
 
 	// NewTable's table reads each function as it is first looked up
 	// (goFuncs): it must give the whole-table reader's rule at the first
@@ -221,5 +232,119 @@ func TestGoStrippedTopFrames(t *testing.T) {
 	}
 	if found < 3 {
 		t.Errorf("found %d of goexit, mstart, main.middle", found)
+	}
+}
+
+// TestGoSPWriteFramePointer: a Go function that writes SP (nanotime1
+// switches to the g0 stack around its vDSO call) gets its CFA from rbp
+// past its PUSHQ BP; MOVQ SP, BP prologue, where the SP deltas no longer
+// hold, and the SP-delta rule before it; an ordinary function keeps the
+// SP deltas throughout.
+func TestGoSPWriteFramePointer(t *testing.T) {
+	bin := buildGoChain(t)
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := loadTable(bin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.gofn == nil || tab.gofn.mapped == nil {
+		t.Fatalf("loadTable did not map .gopclntab (goFuncs %v)", tab.gofn != nil)
+	}
+	g := readGoPclntab(t, f)
+	checked := map[string]bool{}
+	for i := range g.nfunc {
+		name := strings.TrimSuffix(g.funcName(i), ".abi0")
+		if name != "runtime.nanotime1" && name != "main.middle" {
+			continue
+		}
+		start, end, _, ok := g.funcSP(i)
+		if !ok || end-start < 16 {
+			t.Fatalf("%s: no pcsp table", name)
+		}
+		checked[name] = true
+		if g.funcFlag(i)&goFlagSPWrite != 0 != (name != "main.middle") {
+			t.Errorf("%s: flag %#x", name, g.funcFlag(i))
+		}
+		at := func(pc uint64) rule {
+			r, ok := tab.gofn.lookup(pc)
+			if !ok {
+				t.Fatalf("%s+%d: no rule", name, pc-start)
+			}
+			return r
+		}
+		if r := at(start); r.cfaKind != cfaRSP || r.cfaOff != 8 {
+			t.Errorf("%s at entry: %+v, want CFA rsp+8", name, r)
+		}
+		switch name {
+		case "main.middle":
+			for pc := start; pc < end; pc++ {
+				if r := at(pc); r.cfaKind != cfaRSP {
+					t.Fatalf("main.middle+%d: %+v, want an rsp rule", pc-start, r)
+				}
+			}
+		default:
+			if r := at(start + 1); r.cfaKind != cfaRSP || r.cfaOff != 16 || r.rbpKind != rbpOffset || r.rbpOff != -16 {
+				t.Errorf("%s after PUSHQ BP: %+v, want CFA rsp+16, rbp at CFA-16", name, r)
+			}
+			for pc := start + 4; pc < end; pc++ {
+				if r := at(pc); r.cfaKind != cfaRBP || r.cfaOff != 16 || r.raKind != raOffset || r.raOff != -8 || r.rbpOff != -16 {
+					t.Fatalf("%s+%d: %+v, want CFA rbp+16, return address at CFA-8, rbp at CFA-16", name, pc-start, r)
+				}
+			}
+		}
+	}
+	if len(checked) != 2 {
+		t.Errorf("found %v of nanotime1 and main.middle", checked)
+	}
+}
+
+// TestGoPclntabMappedTruncated: the table reads .gopclntab from a mapping
+// of the file; once the file is cut short, a function on the lost pages
+// gets no rule instead of killing the process (SIGBUS).
+func TestGoPclntabMappedTruncated(t *testing.T) {
+	src := buildGoChain(t)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "chain")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := f.Section(".gopclntab")
+	g := readGoPclntab(t, f)
+	f.Close()
+	tab, err := loadTable(bin, "")
+	if err != nil || tab.gofn == nil || tab.gofn.mapped == nil {
+		t.Fatalf("loadTable: %v (mapped: %v)", err, tab != nil && tab.gofn != nil && tab.gofn.mapped != nil)
+	}
+	// The last function whose _func record lies past the cut.
+	cut := int64(sec.Offset) + int64(sec.Size)/2
+	cut &^= 4095
+	var pc uint64
+	for i := g.nfunc - 1; i >= 0; i-- {
+		funcOff := int64(binary.LittleEndian.Uint32(g.functab[8*i+4:]))
+		start, _, _, ok := g.funcSP(i)
+		if ok && int64(sec.Offset)+int64(len(g.data)-len(g.functab))+funcOff > cut+4096 {
+			pc = start
+			break
+		}
+	}
+	if pc == 0 {
+		t.Fatal("no function past the cut")
+	}
+	if err := os.Truncate(bin, cut); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := tab.gofn.lookup(pc); ok {
+		t.Errorf("after truncation, lookup(%#x) = %+v, want no rule", pc, r)
 	}
 }
