@@ -39,6 +39,8 @@ type perfMap struct {
 	skipped   int
 	mapping   *Mapping // for JIT addresses in no mapping; made on first use
 	pid       uint32
+	nsPID     uint32 // the PID in the process's own namespace (NSpid), 0 when unknown
+	nsRead    bool   // nsPID was read from /proc/PID/status
 }
 
 // perfMapOf returns p's perf map, reading it or what was appended to it
@@ -77,7 +79,10 @@ func (t *procTable) refreshPerfMap(p *process, pm *perfMap) {
 	names := []string{pm.inner}
 	if pm.inner == "" {
 		names = []string{perfMapName(p.pid)}
-		if ns := t.nsPID(p.pid); ns != 0 && ns != p.pid {
+		if !pm.nsRead { // a process's PID namespace is its for life
+			pm.nsPID, pm.nsRead = t.nsPID(p.pid), true
+		}
+		if ns := pm.nsPID; ns != 0 && ns != p.pid {
 			names = append(names, perfMapName(ns))
 		}
 	}

@@ -88,3 +88,32 @@ func TestStackPerfMapNSpid(t *testing.T) {
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	checkFrames(t, s.Stack(pid, nil, []uint64{0x7f0000000180}).Frames, []wantFrame{{"JS:*inContainer", ReasonNone, ""}})
 }
+
+// TestPerfMapNSpidReadOnce: the PID a process has in its own namespace is
+// read from its status once, not at every look for its perf map: with
+// the status gone after the first look, a perf map written later under
+// that PID is still found.
+func TestPerfMapNSpidReadOnce(t *testing.T) {
+	const pid, nspid = 4243, 9
+	jit := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "r-xp"}
+	fp := newFakeProc(t)
+	fp.setMaps(pid, jit)
+	root := fp.fakeRoot(pid)
+	statusPath := filepath.Join(fp.root, fmt.Sprint(pid), "status")
+	status := fmt.Sprintf("Name:\tnode\nTgid:\t%d\nNSpid:\t%d\t%d\n", pid, pid, nspid)
+	if err := os.WriteFile(statusPath, []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	now := time.Unix(1000, 0)
+	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil
+	ips := []uint64{0x7f0000000180}
+	checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{"", ReasonNoSymbol, ""}})
+	if err := os.Remove(statusPath); err != nil {
+		t.Fatal(err)
+	}
+	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*later")
+	now = now.Add(perfMapCheckInterval)
+	checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{"JS:*later", ReasonNone, ""}})
+}
