@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -200,8 +201,19 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 		defer close(done)
 		s.watch(ctx, stopped, w)
 	}()
-	var rec ringbuf.Record
 	var smp Sample
+	if w != nil {
+		// Records are read in place (ringConsumer); cilium/ebpf's reader
+		// is the way when the ring cannot be mapped again.
+		if rc, err := newRingConsumer(s.objs.Events); err != nil {
+			s.verbosef("gprofile: %v; reading through cilium/ebpf's ring buffer reader\n", err)
+		} else {
+			defer rc.close()
+			s.consume(rc, w, &smp, fn, idle)
+			return nil
+		}
+	}
+	var rec ringbuf.Record
 	ready := func() bool { return s.reader.AvailableBytes() > 0 }
 	for {
 		// Wait only when the ring is empty: in ringWait, or (without it)
@@ -234,6 +246,42 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 		}
 	}
 }
+
+// consume is RunIdle's reader with rc and w: it reads what the ring holds
+// in place, then waits in w until more is written, until w is woken
+// (the events are disabled by then) and what is left is read.
+func (s *Sampler) consume(rc *ringConsumer, w *ringWait, smp *Sample, fn func(*Sample), idle func()) {
+	decode := func(raw []byte) {
+		if DecodeRecord(raw, smp) != nil {
+			s.malformed.Add(1)
+			return
+		}
+		fn(smp)
+	}
+	ready := func() bool { return rc.available() > 0 }
+	for {
+		if rc.consume(decode) > 0 {
+			continue
+		}
+		switch {
+		case w.stopped.Load():
+			rc.drain(decode, drainTries)
+			return
+		case ready(): // a record still being written
+			runtime.Gosched()
+			continue
+		}
+		if idle != nil {
+			idle()
+		}
+		w.wait(pollInterval, ready)
+	}
+}
+
+// drainTries bounds the passes over the ring at the end of a run while a
+// record is still being written (a BPF program that began before the
+// events were disabled).
+const drainTries = 10000
 
 // watch runs beside Run's reader until ctx is done, when it stops the
 // off-CPU programs, disables the events and ends the reader's wait (w's
