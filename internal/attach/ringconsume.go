@@ -24,8 +24,8 @@ import (
 // bytes to its callback where they lie and stores the position once
 // every ringStoreEvery records and at the end: a store per record made
 // the cache line that holds it move between the reader's CPU and every
-// CPU whose BPF program reserves space (BenchmarkRingConsume). It is
-// used by one goroutine at a time.
+// CPU whose BPF program reserves space (BENCHMARKS.md, "Issue 16,
+// session 17"). It is used by one goroutine at a time.
 type ringConsumer struct {
 	consPage, dataPages []byte
 	consPos, prodPos    *uint64
