@@ -146,8 +146,10 @@ func (g *goFuncs) lookup(pc uint64) (rule, bool) {
 
 // decode reads function i's pcsp table into rows: CFA = rsp + delta + 8,
 // the return address at CFA-8 (undefined in Go's top functions, which
-// start a stack), and the caller's rbp at CFA-16 once the function has
-// pushed it (the Go compiler's frame layout; delta ≥ 8). A function it
+// start a stack: flagged TopFrame, or named in goTopNames), and the
+// caller's rbp at CFA-16 once the function has pushed it (the Go
+// compiler's frame layout; delta ≥ 8). A function flagged SPWrite gets
+// CFA = rbp + 16 past its prologue instead (see below). A function it
 // cannot read gets no rows: its pcs have no rule.
 func (g *goFuncs) decode(i int) (rows []goRow) {
 	// A mapped .gopclntab whose file shrank faults where it was cut: the
