@@ -28,6 +28,14 @@ type ringWait struct {
 	f       *os.File
 	rc      syscall.RawConn
 	stopped atomic.Bool
+	woken   chan struct{} // newTimerWait's: closed by wake
+}
+
+// newTimerWait returns a ringWait that waits on a timer alone, for a ring
+// whose fd the runtime cannot poll: it wakes at the wait's end, or at
+// wake, not when the BPF program wakes the ring.
+func newTimerWait() *ringWait {
+	return &ringWait{woken: make(chan struct{})}
 }
 
 // newRingWait registers a duplicate of m's fd with the network poller. It
@@ -64,6 +72,15 @@ func (w *ringWait) wait(d time.Duration, ready func() bool) {
 	if w.stopped.Load() {
 		return
 	}
+	if w.f == nil {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-w.woken:
+		}
+		t.Stop()
+		return
+	}
 	w.f.SetReadDeadline(time.Now().Add(d))
 	// The callback runs before every park and after every wake-up; a
 	// deadline, or wake's deadline in the past, ends the Read with an
@@ -73,13 +90,19 @@ func (w *ringWait) wait(d time.Duration, ready func() bool) {
 
 // wake ends the current wait and every later one.
 func (w *ringWait) wake() {
-	w.stopped.Store(true)
+	if w.stopped.Swap(true) {
+		return
+	}
+	if w.f == nil {
+		close(w.woken)
+		return
+	}
 	w.f.SetReadDeadline(time.Unix(1, 0))
 }
 
 // close releases the duplicate fd.
 func (w *ringWait) close() error {
-	if w == nil {
+	if w == nil || w.f == nil {
 		return nil
 	}
 	return w.f.Close()

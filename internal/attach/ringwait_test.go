@@ -116,3 +116,35 @@ func TestRingWait(t *testing.T) {
 		t.Errorf("a wait after wake took %v; want none", got)
 	}
 }
+
+// TestTimerWait: the timer-only wait (for a ring fd the runtime cannot
+// poll) ends at its timeout, and at once after wake, then and later.
+func TestTimerWait(t *testing.T) {
+	w := newTimerWait()
+	start := time.Now()
+	w.wait(30*time.Millisecond, func() bool { return true })
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("wait of 30 ms returned after %v", d)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		w.wake()
+	}()
+	start = time.Now()
+	w.wait(10*time.Second, nil)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("wake ended the wait after %v", d)
+	}
+	if !w.stopped.Load() {
+		t.Error("not stopped after wake")
+	}
+	start = time.Now()
+	w.wait(10*time.Second, nil)
+	w.wake() // a second wake does not panic on the closed channel
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("a wait after wake took %v", d)
+	}
+	if err := w.close(); err != nil {
+		t.Error(err)
+	}
+}

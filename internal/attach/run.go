@@ -187,13 +187,19 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 		return err
 	}
 	// With the ring's fd in the network poller (ringWait), ReadInto never
-	// blocks (a deadline in the past); without it ReadInto waits.
+	// blocks (a deadline in the past); without it ReadInto waits, and the
+	// in-place reader (s.ring) waits on a timer.
 	w, werr := newRingWait(s.objs.Events)
 	if werr != nil {
-		s.verbosef("gprofile: %v; waiting in epoll_wait\n", werr)
-	} else {
-		defer w.close()
+		s.verbosef("gprofile: %v; waiting on a timer or in epoll_wait\n", werr)
+		if s.ring != nil {
+			w = newTimerWait()
+		}
+	} else if s.reader != nil {
 		s.reader.SetDeadline(time.Unix(1, 0))
+	}
+	if w != nil {
+		defer w.close()
 	}
 	stopped, done := make(chan struct{}), make(chan struct{})
 	defer func() { close(stopped); <-done }()
@@ -202,16 +208,9 @@ func (s *Sampler) RunIdle(ctx context.Context, fn func(*Sample), idle func()) er
 		s.watch(ctx, stopped, w)
 	}()
 	var smp Sample
-	if w != nil {
-		// Records are read in place (ringConsumer); cilium/ebpf's reader
-		// is the way when the ring cannot be mapped again.
-		if rc, err := newRingConsumer(s.objs.Events); err != nil {
-			s.verbosef("gprofile: %v; reading through cilium/ebpf's ring buffer reader\n", err)
-		} else {
-			defer rc.close()
-			s.consume(rc, w, &smp, fn, idle)
-			return nil
-		}
+	if s.ring != nil {
+		s.consume(s.ring, w, &smp, fn, idle)
+		return nil
 	}
 	var rec ringbuf.Record
 	ready := func() bool { return s.reader.AvailableBytes() > 0 }
@@ -302,7 +301,9 @@ func (s *Sampler) watch(ctx context.Context, stopped <-chan struct{}, w *ringWai
 				s.logf("gprofile: %v\n", err)
 			}
 			s.setEnabled(false)
-			s.reader.Flush()
+			if s.reader != nil {
+				s.reader.Flush()
+			}
 			if w != nil {
 				w.wake()
 			}

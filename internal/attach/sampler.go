@@ -141,7 +141,8 @@ type Sampler struct {
 	objs      bpfObjects
 	links     []link.Link // tracepoint and probe links; not the sampling events'
 	probes    probeLinks
-	reader    *ringbuf.Reader
+	ring      *ringConsumer        // reads the ring in place; nil when it could not be mapped
+	reader    *ringbuf.Reader      // reads it instead when ring is nil
 	spec      *ebpf.CollectionSpec // the loaded object's spec, for programs loaded later
 	malformed atomic.Uint64        // read by Counters from any goroutine
 	off       *offCPUProgs         // Config.OffCPU's programs, or nil
@@ -232,8 +233,14 @@ func Open(cfg Config) (_ *Sampler, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.reader, err = ringbuf.NewReader(s.objs.Events); err != nil {
-		return nil, fmt.Errorf("open ring buffer reader: %w", err)
+	// One mapping of the ring: a mapping of a BPF ring buffer is resident
+	// whole from the start (the kernel maps every page at mmap), so a
+	// second one would count the ring's bytes twice in RSS.
+	if s.ring, err = newRingConsumer(s.objs.Events); err != nil {
+		s.verbosef("gprofile: %v; reading through cilium/ebpf's ring buffer reader\n", err)
+		if s.reader, err = ringbuf.NewReader(s.objs.Events); err != nil {
+			return nil, fmt.Errorf("open ring buffer reader: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -503,6 +510,10 @@ func (s *Sampler) Close() error {
 	s.mu.Unlock()
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
+	}
+	if s.ring != nil {
+		errs = append(errs, s.ring.close())
+		s.ring = nil
 	}
 	errs = append(errs, s.probes.close(), s.off.close(), s.objs.close())
 	s.links = nil
