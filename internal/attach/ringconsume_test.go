@@ -134,8 +134,8 @@ func TestRingConsumeStores(t *testing.T) {
 
 // ringSizedWriter loads a socket filter that writes one record of size
 // bytes (a multiple of 8, at most 256), every word of it marker, to rb
-// each time it is test-run.
-func ringSizedWriter(t *testing.T, rb *ebpf.Map, size int16, marker int32) *ebpf.Program {
+// with the given bpf_ringbuf_output flags each time it is test-run.
+func ringSizedWriter(t *testing.T, rb *ebpf.Map, size int16, marker, flags int32) *ebpf.Program {
 	t.Helper()
 	insns := asm.Instructions{asm.Mov.Imm(asm.R1, marker)}
 	for off := -size; off < 0; off += 8 {
@@ -146,7 +146,7 @@ func ringSizedWriter(t *testing.T, rb *ebpf.Map, size int16, marker int32) *ebpf
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, int32(-size)),
 		asm.Mov.Imm(asm.R3, int32(size)),
-		asm.Mov.Imm(asm.R4, 0),
+		asm.Mov.Imm(asm.R4, flags),
 		asm.FnRingbufOutput.Call(),
 		asm.Mov.Imm(asm.R0, 0),
 		asm.Return(),
@@ -177,7 +177,7 @@ func TestRingConsumeKernel(t *testing.T) {
 	sizes := []int16{8, 40, 136, 256}
 	progs := make([]*ebpf.Program, len(sizes))
 	for i, n := range sizes {
-		progs[i] = ringSizedWriter(t, rb, n, int32(1000+i))
+		progs[i] = ringSizedWriter(t, rb, n, int32(1000+i), 0)
 	}
 	var want, got []int
 	total := 0

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/gprofile/gprofile/internal/testutil"
@@ -15,27 +14,7 @@ import (
 // with the given bpf_ringbuf_output flags each time it is test-run.
 func ringWriter(t *testing.T, rb *ebpf.Map, flags int32) *ebpf.Program {
 	t.Helper()
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:    ebpf.SocketFilter,
-		License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R1, 42),
-			asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
-			asm.LoadMapPtr(asm.R1, rb.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -8),
-			asm.Mov.Imm(asm.R3, 8),
-			asm.Mov.Imm(asm.R4, flags),
-			asm.FnRingbufOutput.Call(),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		t.Fatalf("load ring buffer writer: %v", err)
-	}
-	t.Cleanup(func() { prog.Close() })
-	return prog
+	return ringSizedWriter(t, rb, 8, 42, flags)
 }
 
 // TestRingWait: a wait parked in the network poller ends when the BPF

@@ -72,18 +72,27 @@ func TestStackPerfMap(t *testing.T) {
 	checkFrames(t, s.Stack(pid, nil, ips[3:]).Frames, []wantFrame{{"LazyCompile:*later /tmp/hot.js:9", ReasonNone, ""}})
 }
 
+// nsJITProcess fakes process pid, in a PID namespace where it is nspid,
+// with one anonymous executable mapping at 0x7f0000000000 (JIT code). It
+// returns the fake /proc, the process's root and its status file.
+func nsJITProcess(t *testing.T, pid, nspid uint32) (fp *fakeProc, root, status string) {
+	t.Helper()
+	fp = newFakeProc(t)
+	fp.setMaps(pid, procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "r-xp"})
+	root = fp.fakeRoot(pid)
+	status = filepath.Join(fp.root, fmt.Sprint(pid), "status")
+	text := fmt.Sprintf("Name:\tnode\nTgid:\t%d\nNSpid:\t%d\t%d\n", pid, pid, nspid)
+	if err := os.WriteFile(status, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return fp, root, status
+}
+
 // TestStackPerfMapNSpid: a process in a PID namespace writes its perf map
 // under the PID it has there, the last NSpid value of its status.
 func TestStackPerfMapNSpid(t *testing.T) {
 	const pid, nspid = 4242, 7
-	jit := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "r-xp"}
-	fp := newFakeProc(t)
-	fp.setMaps(pid, jit)
-	root := fp.fakeRoot(pid)
-	status := fmt.Sprintf("Name:\tnode\nTgid:\t%d\nNSpid:\t%d\t%d\n", pid, pid, nspid)
-	if err := os.WriteFile(filepath.Join(fp.root, fmt.Sprint(pid), "status"), []byte(status), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fp, root, _ := nsJITProcess(t, pid, nspid)
 	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*inContainer")
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	checkFrames(t, s.Stack(pid, nil, []uint64{0x7f0000000180}).Frames, []wantFrame{{"JS:*inContainer", ReasonNone, ""}})
@@ -95,22 +104,14 @@ func TestStackPerfMapNSpid(t *testing.T) {
 // that PID is still found.
 func TestPerfMapNSpidReadOnce(t *testing.T) {
 	const pid, nspid = 4243, 9
-	jit := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "r-xp"}
-	fp := newFakeProc(t)
-	fp.setMaps(pid, jit)
-	root := fp.fakeRoot(pid)
-	statusPath := filepath.Join(fp.root, fmt.Sprint(pid), "status")
-	status := fmt.Sprintf("Name:\tnode\nTgid:\t%d\nNSpid:\t%d\t%d\n", pid, pid, nspid)
-	if err := os.WriteFile(statusPath, []byte(status), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fp, root, status := nsJITProcess(t, pid, nspid)
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
 	s.procs.settle = nil
 	ips := []uint64{0x7f0000000180}
 	checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{"", ReasonNoSymbol, ""}})
-	if err := os.Remove(statusPath); err != nil {
+	if err := os.Remove(status); err != nil {
 		t.Fatal(err)
 	}
 	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*later")
