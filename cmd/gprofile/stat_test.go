@@ -86,7 +86,10 @@ func TestStatVsPerf(t *testing.T) {
 	// spent in main in the same run (CLOCK_PROCESS_CPUTIME_ID): a run's
 	// CPU time varies by 10 % and more on a VM, so two tools' separate
 	// runs cannot be compared closely, but each tool's count against its
-	// own run's can. Medians of 7 runs of each tool, in turns.
+	// own run's can. The least ratio of 7 runs of each tool, in turns:
+	// what else the machine does only adds to a run's task-clock outside
+	// main (perf stat's ratios once ran from 1.01 to 1.12, median 1.08,
+	// gprofile stat's from 1.01 to 1.04 in the turns between).
 	var gr, pr []float64
 	var runs []string
 	for range 7 {
@@ -100,13 +103,7 @@ func TestStatVsPerf(t *testing.T) {
 		runs = append(runs, fmt.Sprintf("%.1f/%.1f %.1f/%.1f", g["task-clock"], g["statwork-cpu-ms"], p["task-clock"], p["statwork-cpu-ms"]))
 	}
 	t.Logf("task-clock/own CPU ms, gprofile then perf, by run: %s", strings.Join(runs, ", "))
-	within(t, "task-clock over the workload's own CPU time (median of 7)", median(gr), median(pr), 0.02)
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	within(t, "task-clock over the workload's own CPU time (least of 7)", slices.Min(gr), slices.Min(pr), 0.02)
 }
 
 // TestStatChildren: 4 children that touch 5,000 pages each are counted
