@@ -7,8 +7,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-
-	"github.com/gprofile/gprofile/internal/testutil"
 )
 
 // fakeRing is a ringConsumer over memory of its own: size bytes of data
@@ -163,12 +161,7 @@ func ringSizedWriter(t *testing.T, rb *ebpf.Map, size int16, marker, flags int32
 // records of several sizes to, many times around its 4 KiB, and requires
 // every record, in order, with its bytes.
 func TestRingConsumeKernel(t *testing.T) {
-	testutil.RequirePrivileges(t)
-	rb, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.RingBuf, MaxEntries: 4096})
-	if err != nil {
-		t.Fatalf("create ring buffer: %v", err)
-	}
-	defer rb.Close()
+	rb := testRing(t)
 	rc, err := newRingConsumer(rb)
 	if err != nil {
 		t.Fatalf("newRingConsumer: %v", err)

@@ -17,17 +17,25 @@ func ringWriter(t *testing.T, rb *ebpf.Map, flags int32) *ebpf.Program {
 	return ringSizedWriter(t, rb, 8, 42, flags)
 }
 
-// TestRingWait: a wait parked in the network poller ends when the BPF
-// side wakes the ring buffer (BPF_RB_FORCE_WAKEUP), not when it writes
-// without a wake-up (BPF_RB_NO_WAKEUP: then at its timeout, as the
-// reader's poll interval does), and at once after wake.
-func TestRingWait(t *testing.T) {
+// testRing returns a 4 KiB BPF ring buffer map, closed when t ends; it
+// needs privileges (testutil.RequirePrivileges).
+func testRing(t *testing.T) *ebpf.Map {
+	t.Helper()
 	testutil.RequirePrivileges(t)
 	rb, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.RingBuf, MaxEntries: 4096})
 	if err != nil {
 		t.Fatalf("create ring buffer: %v", err)
 	}
-	defer rb.Close()
+	t.Cleanup(func() { rb.Close() })
+	return rb
+}
+
+// TestRingWait: a wait parked in the network poller ends when the BPF
+// side wakes the ring buffer (BPF_RB_FORCE_WAKEUP), not when it writes
+// without a wake-up (BPF_RB_NO_WAKEUP: then at its timeout, as the
+// reader's poll interval does), and at once after wake.
+func TestRingWait(t *testing.T) {
+	rb := testRing(t)
 	rd, err := ringbuf.NewReader(rb)
 	if err != nil {
 		t.Fatal(err)
