@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -63,7 +62,7 @@ const goFuncsBytes = 256 << 10
 func newGoFuncs(src io.ReaderAt, size int64, textStart uint64) (g *goFuncs, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
-		if recoverFault(recover()) {
+		if elfio.RecoverFault(recover()) {
 			g, err = nil, errors.New("read .gopclntab: memory fault (the file shrank)")
 		}
 	}()
@@ -156,7 +155,7 @@ func (g *goFuncs) decode(i int) (rows []goRow) {
 	// function gets no rows instead of the process a SIGBUS.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
-		if recoverFault(recover()) {
+		if elfio.RecoverFault(recover()) {
 			rows = nil
 		}
 	}()
@@ -255,22 +254,6 @@ func goRule(val int64, top, fp bool) rule {
 		return rule{cfaKind: cfaNone}
 	}
 	return c
-}
-
-// recoverFault reports whether r, a recovered panic value, is a memory
-// fault (under debug.SetPanicOnFault the runtime's error gives the
-// faulting address); any other panic goes on.
-func recoverFault(r any) bool {
-	if r == nil {
-		return false
-	}
-	if _, ok := r.(interface {
-		runtime.Error
-		Addr() uintptr
-	}); ok {
-		return true
-	}
-	panic(r)
 }
 
 // isTop reports whether the function named at nameOff in funcnametab is

@@ -157,8 +157,8 @@ func TestDWARFSectionCache(t *testing.T) {
 
 	readBefore := read.Load()
 	d = load()
-	if d.InfoZ == nil || d.InfoZ.zr != nil || d.InfoZ.paged != len(d.info) || d.InfoZ.valid() > len(d.info)/2 {
-		t.Errorf("third load: want .debug_info read from the cache a page at a time, nothing inflated and at most half read before a lookup")
+	if d.InfoZ == nil || d.InfoZ.zr != nil || d.InfoZ.paged != len(d.info) || d.InfoZ.valid() > len(d.info)/2 || !d.InfoZ.mapped {
+		t.Errorf("third load: want .debug_info mapped from the cache, nothing inflated and at most half asked for before a lookup")
 	}
 	// Its compressed bytes are not even read.
 	if saved := readBefore - read.Load(); saved < int64(f.Section(".debug_info").FileSize)-26 {

@@ -271,7 +271,7 @@ func TestLazyUncompressedMatchesWhole(t *testing.T) {
 }
 
 // TestLazyUncompressedOutlivesFile: a binary's uncompressed sections are
-// read a page at a time through a descriptor of their own, so lookups
+// mapped from its file (newMappedSection), so lookups
 // made after the caller has closed the file it gave Load (as
 // objfile.Load's callers do) still find every line, and a lookup in the
 // last unit reads its pages, not the headers before it.
@@ -290,8 +290,8 @@ func TestLazyUncompressedOutlivesFile(t *testing.T) {
 	}
 	d := Load(ef, lr, nil)
 	file.Close()
-	if d == nil || d.InfoZ == nil || d.InfoZ.paged != len(d.info) {
-		t.Fatalf("Load: %v; want .debug_info read a page at a time", d != nil)
+	if d == nil || d.InfoZ == nil || d.InfoZ.paged != len(d.info) || !d.InfoZ.mapped {
+		t.Fatalf("Load: %v; want .debug_info mapped from the file", d != nil)
 	}
 	x := NewTable(d)
 	if got := x.Lines(symtest.ElfSymbol(t, bin, "f39_5").Value); len(got) == 0 || got[len(got)-1].Function != "f39_5" {
@@ -337,4 +337,50 @@ func TestLazyReleasesLoadedUnit(t *testing.T) {
 		t.Errorf("after the unit was loaded, %d bytes of .debug_info are read, of its %d; want its pages released", got, size)
 	}
 	checkAllLines(t, f, ref, x)
+}
+
+// TestMappedSectionTruncated: a binary truncated under its mapped
+// sections makes the lookups that touch the lost pages fault; the table
+// recovers, answers nothing from then on, and the process lives.
+func TestMappedSectionTruncated(t *testing.T) {
+	src, _, _ := buildManyUnitsDWARF(t, false)
+	oldMin := lazySectionMin
+	lazySectionMin = 0
+	t.Cleanup(func() { lazySectionMin = oldMin })
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(bin, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, lr, err := elfio.OpenELF(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := ef.Section(".debug_info")
+	d := Load(ef, lr, nil)
+	file.Close()
+	if d == nil || d.InfoZ == nil || !d.InfoZ.mapped {
+		t.Fatalf("Load: %v; want .debug_info mapped from the file", d != nil)
+	}
+	x := NewTable(d)
+	last := symtest.ElfSymbol(t, src, "f39_5").Value
+	if err := os.Truncate(bin, int64(info.Offset)+64); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Lines(last); got != nil {
+		t.Errorf("lines(f39_5) with .debug_info truncated = %+v; want none", got)
+	}
+	if !x.faulted.Load() {
+		t.Fatal("the lookup past the end of the truncated file did not fault")
+	}
+	if got := x.Lines(symtest.ElfSymbol(t, src, "f0_0").Value); got != nil {
+		t.Errorf("lines(f0_0) after a fault = %+v; want none", got)
+	}
 }

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"maps"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/srcline"
 )
 
@@ -36,6 +39,9 @@ type Table struct {
 	// by DIE offset, under mu.
 	nodeNames map[uint64]funcName
 	chain     []int // scratch for expand
+	// faulted: a read of a mapped section faulted (its file was
+	// truncated): the table answers nothing from then on.
+	faulted atomic.Bool
 }
 
 // unitLoader resolves function names; each goroutine that does has its
@@ -111,6 +117,17 @@ func (x *Table) LinesRange(pc uint64) (ls []srcline.Line, lo, hi uint64) {
 	defer runtime.KeepAlive(x.D) // its sections' buffers, while lines are read from them
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.faulted.Load() {
+		return nil, pc, pc + 1
+	}
+	// Mapped sections (newMappedSection) fault when their file shrinks.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if elfio.RecoverFault(recover()) {
+			x.faulted.Store(true)
+			ls, lo, hi = nil, pc, pc+1
+		}
+	}()
 	if !x.indexed {
 		x.indexed = true
 		x.buildIndex()
@@ -338,9 +355,17 @@ func (x *Table) Preload(pcs []uint64, workers int) {
 	for range min(workers, len(todo)) {
 		wg.Go(func() {
 			defer runtime.KeepAlive(x.D)
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 			u := newUnitLoader(x.D)
 			for cu := range work {
-				cu.once.Do(func() { u.loadUnit(cu) })
+				func() {
+					defer func() {
+						if elfio.RecoverFault(recover()) {
+							x.faulted.Store(true)
+						}
+					}()
+					cu.once.Do(func() { u.loadUnit(cu) })
+				}()
 			}
 		})
 	}

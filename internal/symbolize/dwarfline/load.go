@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", 
 // cache, compressed sections come from it where it has them (keyed by
 // f's build ID; a file without one is not cached).
 func Load(f *elf.File, lr *elfio.ReaderAt, cache *SectionCache) (d *Data) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // mapped sections
 	defer func() {
 		if recover() != nil {
 			d = nil

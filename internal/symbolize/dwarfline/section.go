@@ -66,11 +66,17 @@ var sectionPage = 4096 // a variable for tests
 //     avail bytes are valid. A profile that samples a few functions of
 //     glibc thus inflates the units before theirs instead of all 8 MB.
 //
+// A section stored whole in a file (uncompressed in the binary, or whole
+// in the SectionCache) is mapped instead (newMappedSection): buf is the
+// mapping, its pages come from the page cache as they are touched, and
+// the paged part's bookkeeping (have) only records what was asked for.
+//
 // Safe for concurrent use.
 type lazySection struct {
-	mu  sync.Mutex
-	buf []byte
-	mem *elfio.Buffer // holds buf
+	mu     sync.Mutex
+	buf    []byte
+	mem    discarder // holds buf
+	mapped bool      // buf is a mapping of a file (elfio.Mapping): always valid
 
 	src     io.ReaderAt // reads [0, paged); nil when paged is 0
 	paged   int
@@ -86,11 +92,25 @@ type lazySection struct {
 	saved  int // bytes of the section's prefix the cache holds
 }
 
+// discarder gives back the pages of a lazySection's buffer
+// (elfio.Buffer, elfio.Mapping).
+type discarder interface {
+	Discard(off, n int) (lo, hi int)
+}
+
 // newLazySection returns a lazySection of size bytes with nothing read,
 // its buffer outside the Go heap.
 func newLazySection(size int) *lazySection {
 	mem := elfio.NewBuffer(size)
 	return &lazySection{buf: mem.Data, mem: mem}
+}
+
+// newMappedSection returns a lazySection whose bytes are the mapping m:
+// nothing is read with a system call, and a page counts in RSS only once
+// touched, until released. Readers of a mapping recover from memory
+// faults (a file truncated under it): see Table.LinesRange.
+func newMappedSection(m *elfio.Mapping) *lazySection {
+	return &lazySection{buf: m.Data, mem: m, mapped: true, paged: len(m.Data), avail: len(m.Data)}
 }
 
 // cstrIn returns the NUL-terminated string at off in sec, a section read
@@ -184,7 +204,9 @@ func (s *lazySection) readPages(off, end int) bool {
 			return false
 		}
 		lo, hi := p*sectionPage, min((q+1)*sectionPage, s.paged)
-		if got, _ := s.src.ReadAt(s.buf[lo:hi], int64(lo)); got < hi-lo {
+		if s.mapped {
+			// The mapping reads them as they are touched.
+		} else if got, _ := s.src.ReadAt(s.buf[lo:hi], int64(lo)); got < hi-lo {
 			s.pageErr = true
 			return false
 		}
@@ -216,9 +238,11 @@ func (s *lazySection) release(off, end int) {
 	if hi <= lo {
 		return
 	}
-	if dlo, dhi := s.mem.Discard(lo, hi-lo); dlo != lo || dhi != hi {
+	if dlo, dhi := s.mem.Discard(lo, hi-lo); !s.mapped && (dlo != lo || dhi != hi) {
 		return // not a mapping, or not discarded: the bytes are still there
 	}
+	// A file's mapping is valid whether or not a page was dropped (one
+	// that straddles lo or hi is kept): only the bookkeeping changes.
 	for p := lo / sectionPage; p < hi/sectionPage; p++ {
 		s.have[p/64] &^= 1 << (p % 64)
 	}
@@ -351,6 +375,9 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 	}
 	if !compressed {
 		if lazy && s.FileSize >= lazySectionMin && s.FileSize <= math.MaxInt {
+			if m := elfio.MapSection(lr, s, max); m != nil {
+				return sectionBytes{data: m.Data, lazy: newMappedSection(m)}, nil
+			}
 			if kept := retain(); kept != nil {
 				z := newLazySection(int(s.FileSize))
 				z.src, z.paged, z.avail = io.NewSectionReader(kept, int64(s.Offset), int64(s.FileSize)), len(z.buf), len(z.buf)
@@ -378,9 +405,18 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 		return sectionBytes{}, fmt.Errorf("section %s: bad zlib header", s.Name)
 	}
 	if lazy && size >= lazySectionMin {
+		file, n := slot.open(int(size))
+		if file != nil && uint64(n) == size {
+			if m := elfio.MapFile(file, cacheHeaderLen, size); m != nil {
+				file.Close()
+				z := newMappedSection(m)
+				z.slot, z.saved = slot, n
+				return sectionBytes{data: z.buf, lazy: z}, nil
+			}
+		}
 		z := newLazySection(int(size))
 		z.slot = slot
-		if file, n := slot.open(int(size)); file != nil {
+		if file != nil {
 			z.src, z.paged, z.avail, z.saved, z.skip = io.NewSectionReader(file, cacheHeaderLen, int64(n)), n, n, n, n
 			if n == len(z.buf) {
 				return sectionBytes{data: z.buf, lazy: z}, nil

@@ -18,6 +18,9 @@ import (
 // debug.SetPanicOnFault(true) and recover.
 type Mapping struct {
 	Data []byte
+
+	mem   []byte // the whole mapping, from a page boundary
+	delta int    // Data's offset in mem
 }
 
 // MapSection maps the bytes of s, at most max, when lr reads an *os.File
@@ -29,10 +32,17 @@ func MapSection(lr *ReaderAt, s *elf.Section, max uint64) *Mapping {
 		s.Size != s.FileSize || s.Size > max || !lr.InFile(s) || lr.size < 0 {
 		return nil
 	}
+	return MapFile(f, s.Offset, s.Size)
+}
+
+// MapFile maps n bytes of f from offset off, read-only and private; nil
+// when n is 0 or the mapping fails (the caller reads the bytes instead).
+// The mapping outlives f's closing. See Mapping for faults.
+func MapFile(f *os.File, off, n uint64) *Mapping {
 	page := uint64(os.Getpagesize())
-	start := s.Offset &^ (page - 1)
-	length := s.Offset - start + s.Size
-	if length > 1<<40 || start > 1<<62 {
+	start := off &^ (page - 1)
+	length := off - start + n
+	if n == 0 || length > 1<<40 || start > 1<<62 {
 		return nil
 	}
 	sc, err := f.SyscallConn()
@@ -46,9 +56,48 @@ func MapSection(lr *ReaderAt, s *elf.Section, max uint64) *Mapping {
 	}); err != nil || merr != nil {
 		return nil
 	}
-	m := &Mapping{Data: mem[s.Offset-start:]}
+	m := &Mapping{Data: mem[off-start:], mem: mem, delta: int(off - start)}
 	runtime.AddCleanup(m, func(b []byte) { _ = unix.Munmap(b) }, mem)
 	return m
+}
+
+// Discard drops the mapped pages that lie wholly inside Data[off:off+n]
+// from the process (madvise MADV_DONTNEED), so that they no longer count
+// in RSS: reading them again maps them again from the file (the page
+// cache). It returns the range [lo, hi) of Data it dropped, empty when
+// none.
+func (m *Mapping) Discard(off, n int) (lo, hi int) {
+	page := os.Getpagesize()
+	alo := (m.delta + max(off, 0) + page - 1) / page * page
+	ahi := min(m.delta+off+n, len(m.mem)) / page * page
+	if ahi <= alo || unix.Madvise(m.mem[alo:ahi], unix.MADV_DONTNEED) != nil {
+		return 0, 0
+	}
+	return alo - m.delta, ahi - m.delta
+}
+
+// RecoverFault reports whether r, a recovered panic value, is a memory
+// fault: under debug.SetPanicOnFault(true), a read of a Mapping whose
+// file was truncated below the page read (the runtime's error gives the
+// faulting address). Any other panic goes on. Use:
+//
+//	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+//	defer func() {
+//		if elfio.RecoverFault(recover()) {
+//			// the mapping's file changed: give up on it
+//		}
+//	}()
+func RecoverFault(r any) bool {
+	if r == nil {
+		return false
+	}
+	if _, ok := r.(interface {
+		runtime.Error
+		Addr() uintptr
+	}); ok {
+		return true
+	}
+	panic(r)
 }
 
 // Buffer is zeroed memory outside the Go heap, Data: an anonymous
