@@ -134,6 +134,14 @@ version=$(go version -m "$gprofile" 2>/dev/null | awk '$1 == "build" && $2 ~ /^v
 
 sysctl -qw kernel.bpf_stats_enabled=1
 
+# What this machine charges for system calls, page faults, short sleeps
+# and thread wake-ups: a VM that traps them moves gprofile's cost
+# against perf's (BENCHMARKS.md).
+kcost=""
+if cc -O2 -pthread -o "$work/kcost" bench/kcost/kcost.c; then
+	kcost=$("$work/kcost") || kcost=""
+fi
+
 stamp=$(date +%Y-%m-%d-%H%M)
 mkdir -p bench/results
 out=bench/results/$stamp.md
@@ -150,7 +158,7 @@ fi
 
 note "running the matrix: $freqs Hz, $reps rounds of ${seconds}s; see progress below"
 "$work/harness" -workload "$work/workload" -floor "$work/floor" -gprofile "$gprofile" \
-	-gprofile-version "$version" -freqs "$freqs" -reps "$reps" -seconds "$seconds" \
+	-gprofile-version "$version" -kcost "$kcost" -freqs "$freqs" -reps "$reps" -seconds "$seconds" \
 	-short "$short" -server "$server_cmds" \
 	-capture-reps "$capture_reps" -long "$long" -skip "$skip" -ringbuf "$ringbuf_md" \
 	-work "$work/runs" -o "$out" -csv "${out%.md}.csv" &

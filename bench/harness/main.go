@@ -34,6 +34,7 @@ type options struct {
 	skip        map[string]string // config -> why it is skipped
 	ringbufPath string            // output of the ring buffer test, if run
 	gpVersion   string
+	kcost       string // bench/kcost's line: what the machine charges for kernel entries
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	flag.StringVar(&skip, "skip", "", "configs to skip, `cfg=reason;cfg=reason`")
 	flag.StringVar(&o.ringbufPath, "ringbuf", "", "markdown `file` of the ring buffer test to include")
 	flag.StringVar(&o.gpVersion, "gprofile-version", "", "gprofile version for the report")
+	flag.StringVar(&o.kcost, "kcost", "", "bench/kcost's `line` for the report (the machine's cost of kernel entries)")
 	replot := flag.String("replot", "", "only write the tables and targets of this `CSV` (from an earlier run) to -o")
 	flag.Parse()
 	for _, f := range strings.Split(freqs, ",") {

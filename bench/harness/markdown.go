@@ -30,6 +30,9 @@ func (r *report) writeMarkdown(path string) error {
 	fmt.Fprintf(f, "# gprofile benchmark, %s\n\n", r.began.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(f, "Machine: Linux %s, %s, %d CPUs, %s memory, clocksource %s. ", m.kernel, m.cpu, m.ncpu, m.mem, m.clocksource)
 	fmt.Fprintf(f, "Load average %s at the start, %s at the end; the run took %.1f min.\n\n", m.loadStart, m.loadEnd, r.ended.Sub(r.began).Minutes())
+	if o.kcost != "" {
+		fmt.Fprintf(f, "Kernel entries (bench/kcost): %s.\n\n", o.kcost)
+	}
 	fmt.Fprintf(f, "Tools:")
 	for i, t := range m.tools {
 		sep := ","
