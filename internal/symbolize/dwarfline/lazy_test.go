@@ -277,21 +277,9 @@ func TestLazyUncompressedMatchesWhole(t *testing.T) {
 // last unit reads its pages, not the headers before it.
 func TestLazyUncompressedOutlivesFile(t *testing.T) {
 	bin, f, ref := buildManyUnitsDWARF(t, false)
-	oldMin := lazySectionMin
-	lazySectionMin = 0
-	t.Cleanup(func() { lazySectionMin = oldMin })
-	file, err := os.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef, lr, err := elfio.OpenELF(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := Load(ef, lr, nil)
-	file.Close()
-	if d == nil || d.InfoZ == nil || d.InfoZ.paged != len(d.info) || !d.InfoZ.mapped {
-		t.Fatalf("Load: %v; want .debug_info mapped from the file", d != nil)
+	d, _ := loadMapped(t, bin)
+	if d.InfoZ.paged != len(d.info) {
+		t.Fatalf("the mapped .debug_info's paged part is %d bytes of %d; want all", d.InfoZ.paged, len(d.info))
 	}
 	x := NewTable(d)
 	if got := x.Lines(symtest.ElfSymbol(t, bin, "f39_5").Value); len(got) == 0 || got[len(got)-1].Function != "f39_5" {
@@ -344,9 +332,6 @@ func TestLazyReleasesLoadedUnit(t *testing.T) {
 // recovers, answers nothing from then on, and the process lives.
 func TestMappedSectionTruncated(t *testing.T) {
 	src, _, _ := buildManyUnitsDWARF(t, false)
-	oldMin := lazySectionMin
-	lazySectionMin = 0
-	t.Cleanup(func() { lazySectionMin = oldMin })
 	raw, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -355,20 +340,8 @@ func TestMappedSectionTruncated(t *testing.T) {
 	if err := os.WriteFile(bin, raw, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	file, err := os.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef, lr, err := elfio.OpenELF(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, ef := loadMapped(t, bin)
 	info := ef.Section(".debug_info")
-	d := Load(ef, lr, nil)
-	file.Close()
-	if d == nil || d.InfoZ == nil || !d.InfoZ.mapped {
-		t.Fatalf("Load: %v; want .debug_info mapped from the file", d != nil)
-	}
 	x := NewTable(d)
 	last := symtest.ElfSymbol(t, src, "f39_5").Value
 	if err := os.Truncate(bin, int64(info.Offset)+64); err != nil {
@@ -383,4 +356,30 @@ func TestMappedSectionTruncated(t *testing.T) {
 	if got := x.Lines(symtest.ElfSymbol(t, src, "f0_0").Value); got != nil {
 		t.Errorf("lines(f0_0) after a fault = %+v; want none", got)
 	}
+}
+
+// loadMapped loads the DWARF of the binary at path with every lazy
+// section read on demand (lazySectionMin 0, for the test), through a
+// file it closes before returning, and fails the test unless
+// .debug_info is mapped from the file. It returns the DWARF and the ELF
+// file it was read from.
+func loadMapped(t *testing.T, path string) (*Data, *elf.File) {
+	t.Helper()
+	oldMin := lazySectionMin
+	lazySectionMin = 0
+	t.Cleanup(func() { lazySectionMin = oldMin })
+	file, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, lr, err := elfio.OpenELF(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Load(ef, lr, nil)
+	file.Close()
+	if d == nil || d.InfoZ == nil || !d.InfoZ.mapped {
+		t.Fatalf("Load: %v; want .debug_info mapped from the file", d != nil)
+	}
+	return d, ef
 }

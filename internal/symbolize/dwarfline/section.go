@@ -204,11 +204,11 @@ func (s *lazySection) readPages(off, end int) bool {
 			return false
 		}
 		lo, hi := p*sectionPage, min((q+1)*sectionPage, s.paged)
-		if s.mapped {
-			// The mapping reads them as they are touched.
-		} else if got, _ := s.src.ReadAt(s.buf[lo:hi], int64(lo)); got < hi-lo {
-			s.pageErr = true
-			return false
+		if !s.mapped { // a mapping reads them as they are touched
+			if got, _ := s.src.ReadAt(s.buf[lo:hi], int64(lo)); got < hi-lo {
+				s.pageErr = true
+				return false
+			}
 		}
 		for ; p <= q; p++ {
 			s.have[p/64] |= 1 << (p % 64)
@@ -349,14 +349,16 @@ func (s *lazySection) complete() bool {
 // sections (as distributions and the Go linker write them) are inflated
 // without the zlib Adler-32 check (a corrupt stream still fails to
 // inflate or gives corrupt DWARF, which the reader survives): when lazy
-// and at least lazySectionMin bytes, on demand (sectionBytes.lazy, with
-// the prefix the cache slot holds read from the cache a page at a time),
-// else whole, straight into a buffer of the size their header gives
-// (from the cache when it holds them whole, and saved to it at once).
-// Uncompressed lazy sections of lazySectionMin bytes or more are read a
-// page at a time from the file, through retain's reader (one that
-// outlives the caller's file; nil: the section is read whole). Other
-// compressions (zstd, GNU .zdebug) go through sectionData.
+// and at least lazySectionMin bytes, on demand (sectionBytes.lazy: mapped
+// from the cache file when the cache slot holds them whole, else with the
+// prefix it holds read from it a page at a time), else whole, straight
+// into a buffer of the size their header gives (from the cache when it
+// holds them whole, and saved to it at once). Uncompressed lazy sections
+// of lazySectionMin bytes or more are mapped from the file
+// (elfio.MapSection), or when that fails read a page at a time through
+// retain's reader (one that outlives the caller's file; nil: the section
+// is read whole). Other compressions (zstd, GNU .zdebug) go through
+// sectionData.
 func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint64, lazy bool, slot *cacheSlot, retain func() *elfio.ReaderAt) (sectionBytes, error) {
 	whole := func(data []byte, err error) (sectionBytes, error) { return sectionBytes{data: data}, err }
 	if s.Type == elf.SHT_NOBITS || !lr.InFile(s) || s.FileSize > max {
