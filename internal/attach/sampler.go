@@ -286,6 +286,20 @@ func ringSize(hz uint64, ncpu int, recordBytes int) int {
 	return int(min(size, 1<<28))
 }
 
+// wakeupBytes is how much data the ring of ringBytes holds when the BPF
+// program wakes the reader (wakeup_bytes): half of it for a sampling
+// event, whose rate ringSize planned for; an eighth when the rate is
+// unknown (a probe, a tracepoint, a period), so that a burst is drained
+// while it lasts. A burst of a new thread's first hits copies whole
+// windows (its stack top is not learned yet): TestProbeCommand's 2,000
+// uprobe hits in 0.1 s are 15 MB of records, twice the ring.
+func wakeupBytes(ringBytes int, rateUnknown bool) int {
+	if rateUnknown {
+		return ringBytes / 8
+	}
+	return ringBytes / 2
+}
+
 // recordBytes is the record size ringSize plans for: the largest with
 // frame pointers (two full stacks); with CallGraphDWARF, a header, a
 // typical kernel stack and a window of typical use (dwarfRecordBytes, or
@@ -328,13 +342,15 @@ func (s *Sampler) load() error {
 	if s.ringBytes != 0 && (s.ringBytes < page || s.ringBytes&(s.ringBytes-1) != 0) {
 		return fmt.Errorf("ring buffer size %d bytes: want a power of two of at least %d (the page size)", s.ringBytes, page)
 	}
+	rateUnknown := s.cfg.Period != 0 || len(s.cfg.Probes) > 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint())
 	if s.ringBytes == 0 {
 		hz := s.cfg.FrequencyHz
-		if s.cfg.Period != 0 || len(s.cfg.Probes) > 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint()) {
-			hz = 4999 // rate unknown: room for a busy event
+		if rateUnknown {
+			hz = 4999 // room for a busy event
 		}
 		s.ringBytes = ringSize(hz, len(s.cpus), s.recordBytes())
 	}
+	wakeup := wakeupBytes(s.ringBytes, rateUnknown)
 	s.spec = spec
 	var specs profileSpecs
 	if err := spec.Assign(&specs); err != nil {
@@ -368,7 +384,7 @@ func (s *Sampler) load() error {
 		{v.FilterTid, boolByte(s.cfg.TIDs != nil)},
 		{v.IncludeIdle, boolByte(s.cfg.IncludeIdle)},
 		{v.FollowForks, boolByte(s.cfg.PIDs != nil)},
-		{v.WakeupBytes, uint64(s.ringBytes / 2)},
+		{v.WakeupBytes, uint64(wakeup)},
 		{v.TpPeriod, max(s.cfg.Period, 1)},
 		{v.ReportExits, boolByte(s.cfg.ReportExits)},
 		{v.SkipTgid, s.cfg.SkipPID},
@@ -406,7 +422,7 @@ func (s *Sampler) load() error {
 		return s.loadError(err)
 	}
 	s.verbosef("BPF: loaded program profile, call graph %s, stack window %d bytes, ring buffer %d bytes, wakeup at %d bytes\n",
-		s.cfg.CallGraph, window, s.ringBytes, s.ringBytes/2)
+		s.cfg.CallGraph, window, s.ringBytes, wakeup)
 	for _, tid := range s.cfg.TIDs {
 		if err := s.objs.TargetTids.Put(tid, uint8(1)); err != nil {
 			return fmt.Errorf("add tid %d to the target map: %w", tid, err)
