@@ -8,10 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Mapping is a read-only, private mapping (mmap) of a section's bytes
-// from the file, in Data. The pages are the page cache's, counted in RSS
-// only as they are touched and reclaimable under pressure, where a copy
-// would be heap for as long as the binary is cached. The mapping lasts
+// Mapping is a read-only, private mapping (mmap) of a range of a file (a
+// section's bytes: MapSection; any range: MapFile), in Data. The pages
+// are the page cache's, counted in RSS only as they are touched (and
+// until Discard) and reclaimable under pressure, where a copy would be
+// heap for as long as the binary is cached. The mapping lasts
 // until the Mapping is unreachable (runtime.AddCleanup unmaps it), so
 // whatever slices Data must keep its Mapping. A file truncated below a
 // mapped page makes reading it fault (SIGBUS): readers of Data run with
