@@ -65,7 +65,7 @@ func startChild(argv []string) (*child, error) {
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{r} // fd 3
-	if err := cmd.Start(); err != nil {
+	if err := startCommand(cmd); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}

@@ -383,7 +383,7 @@ func statWait(o *statOptions, sigs <-chan os.Signal) (int, error) {
 	if len(o.command) > 0 {
 		cmd := exec.Command(o.command[0], o.command[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		if err := cmd.Start(); err != nil {
+		if err := startCommand(cmd); err != nil {
 			if errors.Is(err, exec.ErrNotFound) {
 				return 0, &errNotFound{o.command[0]}
 			}
