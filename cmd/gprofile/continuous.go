@@ -252,6 +252,7 @@ func runContinuous(o *options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	limitProcs(&cfg.Sampling)
 	if o.cont.service == "" && c.queue != nil && !slices.Contains(cfg.Labels, output.LabelCgroup) {
 		cfg.Labels = append(slices.Clone(cfg.Labels), output.LabelCgroup) // names the services
 	}

@@ -44,6 +44,7 @@ func run(o *options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	limitProcs(&cfg.Sampling)
 	if err := guardProbeCost(o, cfg.Sampling); err != nil {
 		return 1, err
 	}

@@ -286,6 +286,32 @@ func ringSize(hz uint64, ncpu int, recordBytes int) int {
 	return int(min(size, 1<<28))
 }
 
+// rateUnknown reports whether the sampling rate follows the workload
+// rather than FrequencyHz: a Period, probes or a tracepoint.
+func (c *Config) rateUnknown() bool {
+	return c.Period != 0 || len(c.Probes) > 0 || (c.Event != nil && c.Event.IsTracepoint())
+}
+
+// PlannedRate returns the most samples a second that c plans for:
+// FrequencyHz on each CPU sampled (CPUs, or every online CPU from
+// /sys/devices/system/cpu/online). It returns false when the rate is not
+// planned: it follows the workload (a Period, probes, a tracepoint, or
+// OffCPU's context switches), or the online CPUs do not read.
+func (c *Config) PlannedRate() (uint64, bool) {
+	if c.rateUnknown() || c.OffCPU != nil {
+		return 0, false
+	}
+	n := len(c.CPUs)
+	if c.CPUs == nil {
+		cpus, err := OnlineCPUs()
+		if err != nil {
+			return 0, false
+		}
+		n = len(cpus)
+	}
+	return c.FrequencyHz * uint64(n), true
+}
+
 // wakeupBytes is how much data the ring of ringBytes holds when the BPF
 // program wakes the reader (wakeup_bytes): half of it for a sampling
 // event, whose rate ringSize planned for; an eighth when the rate is
@@ -342,7 +368,7 @@ func (s *Sampler) load() error {
 	if s.ringBytes != 0 && (s.ringBytes < page || s.ringBytes&(s.ringBytes-1) != 0) {
 		return fmt.Errorf("ring buffer size %d bytes: want a power of two of at least %d (the page size)", s.ringBytes, page)
 	}
-	rateUnknown := s.cfg.Period != 0 || len(s.cfg.Probes) > 0 || (s.cfg.Event != nil && s.cfg.Event.IsTracepoint())
+	rateUnknown := s.cfg.rateUnknown()
 	if s.ringBytes == 0 {
 		hz := s.cfg.FrequencyHz
 		if rateUnknown {

@@ -494,3 +494,33 @@ func TestExecsReported(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestPlannedRate: FrequencyHz times the CPUs sampled (every online CPU
+// when CPUs is nil), and no planned rate when the workload sets it.
+func TestPlannedRate(t *testing.T) {
+	online, err := OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &Event{Name: "sched:sched_switch", Type: unix.PERF_TYPE_TRACEPOINT, Config: 1}
+	clock := &Event{Name: "cpu-clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		rate uint64
+		ok   bool
+	}{
+		{"two CPUs", Config{FrequencyHz: 999, CPUs: []int{0, 1}}, 1998, true},
+		{"cpu-clock on one CPU", Config{FrequencyHz: 4999, CPUs: []int{3}, Event: clock}, 4999, true},
+		{"every online CPU", Config{FrequencyHz: 99}, 99 * uint64(len(online)), true},
+		{"a period", Config{FrequencyHz: 999, Period: 10000}, 0, false},
+		{"probes", Config{FrequencyHz: 999, Probes: []Probe{{}}}, 0, false},
+		{"a tracepoint", Config{FrequencyHz: 999, Event: tp}, 0, false},
+		{"off-CPU", Config{FrequencyHz: 999, OffCPU: &OffCPUConfig{}}, 0, false},
+	} {
+		rate, ok := c.cfg.PlannedRate()
+		if rate != c.rate || ok != c.ok {
+			t.Errorf("%s: PlannedRate() = %d, %v; want %d, %v", c.name, rate, ok, c.rate, c.ok)
+		}
+	}
+}
