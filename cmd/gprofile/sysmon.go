@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -28,8 +27,8 @@ const sysmonSlack = 1_000_000
 // sysmonSlack by writing /proc/TID/timerslack_ns (Linux 4.6 and later;
 // another thread's needs CAP_SYS_NICE). sysmon is the first thread the
 // runtime starts after the main thread (runtime.main, before any
-// package init), so it is the lowest thread ID in /proc/self/task after
-// the process's own; it is taken only if /proc/self/task/TID/syscall
+// package init), so it comes second in /proc/self/task, which lists
+// threads in the order they were created; it is taken only if /proc/self/task/TID/syscall
 // shows it asleep where sysmon sleeps (pickSysmon). Only that thread is
 // changed, but the threads sysmon starts (an M for a P it hands off)
 // inherit its slack, and a command inherits the slack of the thread that
@@ -45,18 +44,25 @@ func relaxSysmon() (int, error) {
 		startSlack = 0
 		return 0, fmt.Errorf("/proc/self/timerslack_ns: %q", b)
 	}
-	ents, err := os.ReadDir("/proc/self/task")
+	// /proc/self/task lists threads in the order they were created
+	// (the thread group's list; thread IDs wrap at pid_max, so their
+	// order may not be): the main thread, then sysmon.
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return 0, err
+	}
+	names, err := d.Readdirnames(-1) // unsorted
+	d.Close()
 	if err != nil {
 		return 0, err
 	}
 	pid := os.Getpid()
 	var tids []int
-	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != pid {
+	for _, name := range names {
+		if tid, err := strconv.Atoi(name); err == nil && tid != pid {
 			tids = append(tids, tid)
 		}
 	}
-	slices.Sort(tids)
 	if len(tids) == 0 {
 		return 0, fmt.Errorf("no thread but the main one in /proc/self/task")
 	}

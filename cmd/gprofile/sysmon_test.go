@@ -54,6 +54,7 @@ func TestRelaxSysmon(t *testing.T) {
 	if err != nil {
 		t.Fatalf("relaxSysmon: %v", err)
 	}
+	t.Logf("sysmon: thread %d of process %d", tid, os.Getpid())
 	slack := func(path string) int {
 		t.Helper()
 		b, err := os.ReadFile(path)
