@@ -58,7 +58,23 @@ type stackEntry struct {
 	// retry says not to memoize the entry: a frame lay in no known
 	// mapping, which a later read of the process's maps may fix.
 	retry bool
+	// jitAt, when not 0, is the sample time (CLOCK_MONOTONIC ns) from
+	// which the entry is made again: a frame lay in JIT code that the
+	// process's perf map did not name yet (its line may land after the
+	// code first runs), and tries counts the makings so far.
+	jitAt uint64
+	tries uint8
 }
+
+// jitRetry is how long a memoized stack with unnamed JIT frames is used
+// before it is symbolized again (the symbolizer's own wait between two
+// reads of a perf map that missed), and jitTries how many times it is:
+// about 0.8 s of chances, after which code that no perf map names costs
+// no more than other code.
+const (
+	jitRetry = 100 * time.Millisecond
+	jitTries = 8
+)
 
 // rawHash is a 128-bit hash of a raw stack (kernel and user IPs): a memo
 // key of 16 bytes, where the IPs take up to 1 KiB.
@@ -146,9 +162,21 @@ func (c *collector) addStack(s *attach.Sample) {
 		c.stacks[s.PID] = memo
 	}
 	e, ok := memo[h]
-	if !ok {
+	switch {
+	case !ok:
 		e = c.symbolize(s, user)
 		if !e.retry {
+			memo[h] = e
+		}
+	case e.jitAt != 0 && s.TimeNs >= e.jitAt:
+		tries := e.tries + 1
+		e = c.symbolize(s, user)
+		if e.tries = tries; tries >= jitTries {
+			e.jitAt = 0
+		}
+		if e.retry {
+			delete(memo, h)
+		} else {
 			memo[h] = e
 		}
 	}
@@ -259,6 +287,9 @@ func (c *collector) symbolize(s *attach.Sample, user []uint64) stackEntry {
 		st.Frames = append([]symbolize.Frame{c.offCPU.marker(s)}, st.Frames...)
 	}
 	e := stackEntry{id: c.agg.InternStack(pid, st), retry: hasNoMapping(st)}
+	if hasUnnamedJIT(st) {
+		e.jitAt = s.TimeNs + uint64(jitRetry)
+	}
 	if c.stream != nil {
 		e.st = st
 	}
@@ -271,6 +302,18 @@ func (c *collector) symbolize(s *attach.Sample, user []uint64) stackEntry {
 func hasNoMapping(st *symbolize.Stack) bool {
 	for i := range st.Frames {
 		if st.Frames[i].Reason == symbolize.ReasonNoMapping {
+			return true
+		}
+	}
+	return false
+}
+
+// hasUnnamedJIT reports whether a frame of st lies, unnamed, in memory a
+// JIT compiler fills (symbolize.Mapping.JIT), which the process's perf
+// map may name later.
+func hasUnnamedJIT(st *symbolize.Stack) bool {
+	for i := range st.Frames {
+		if f := &st.Frames[i]; f.Reason == symbolize.ReasonNoSymbol && f.Mapping.JIT() {
 			return true
 		}
 	}

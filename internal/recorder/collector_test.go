@@ -125,3 +125,54 @@ func TestCollectorCountsKeptFrames(t *testing.T) {
 		t.Errorf("the symbolizer saw no junk frame (%v): the test does not test the cut", all.Frames)
 	}
 }
+
+// TestCollectorRetriesUnnamedJIT: a stack whose JIT frame the perf map
+// did not name at first sight is symbolized again jitRetry later, so that
+// a perf map line written after the code first ran names its later
+// samples; before jitRetry the memo holds.
+func TestCollectorRetriesUnnamedJIT(t *testing.T) {
+	const pid = 90
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "90", "root", "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	maps := "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n"
+	if err := os.WriteFile(filepath.Join(root, "90", "maps"), []byte(maps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	perfMap := filepath.Join(root, "90", "root", "tmp", "perf-90.map")
+	if err := os.WriteFile(perfMap, []byte("7f0000050000 10 other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, err := symbolize.New(symbolize.Options{ProcRoot: root, KallsymsPath: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sym.Close()
+	c := newCollector(sym, nil, false, nil)
+	const t0 = uint64(5e9)
+	add := func(at uint64) {
+		c.add(&attach.Sample{PID: pid, TID: pid, TimeNs: at, Period: 1, Comm: []byte("node"),
+			UserIPs: []uint64{0x7f0000001010}})
+	}
+	add(t0)
+	if err := os.WriteFile(perfMap, []byte("7f0000050000 10 other\n7f0000001000 100 LazyCompile:*hot\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the symbolizer's own wait between two reads of the perf map
+	add(t0 + uint64(jitRetry)/2)       // the memo: still unnamed
+	add(t0 + uint64(jitRetry))         // symbolized again: named
+	add(t0 + 2*uint64(jitRetry))       // the memo, named: no more retries
+	leaf := map[string]int64{}
+	for _, s := range c.agg.Samples() {
+		leaf[s.Stack.Frames[0].Function] += s.Count
+	}
+	if leaf[""] != 2 || leaf["LazyCompile:*hot"] != 2 {
+		t.Errorf("samples by leaf function %v, want 2 unnamed (before jitRetry) and 2 LazyCompile:*hot", leaf)
+	}
+	for _, e := range c.stacks[pid] {
+		if e.jitAt != 0 {
+			t.Errorf("memo entry %+v still retried once named", e)
+		}
+	}
+}

@@ -48,6 +48,11 @@ func isJITMapping(path string) bool {
 	return false
 }
 
+// JIT reports whether m (nil: false) is memory a JIT compiler may fill:
+// anonymous, named ([anon:…]) or not, or a memfd file (isJITMapping),
+// whose code a perf map names, possibly only after it first runs.
+func (m *Mapping) JIT() bool { return m != nil && isJITMapping(m.Path) }
+
 // resolveJIT names addr, in the anonymous mapping m or (m nil) in no
 // mapping of p, from p's perf map.
 func (s *Symbolizer) resolveJIT(p *process, m *procMapping, addr uint64) frameInfo {
