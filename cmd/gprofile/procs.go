@@ -12,14 +12,12 @@ import (
 // buffer reader hands samples to the symbolizing worker in batches; with
 // a second P idle, each hand-over wakes another thread to run the worker
 // (and the thread spins for work before it parks again), where with one
-// P the worker runs on the reader's thread once the reader waits. On the
-// bench's 8 s runs at 999 Hz this saved about a third of gprofile's
-// context switches (BENCHMARKS.md, issue 16 session 19). A worker busy
-// symbolizing a new binary delays the reader until Go preempts it (10
-// ms), well inside the quarter of a second the ring buffer holds. Above
-// this rate, about a third of a CPU of the recorder's work at the
-// highest per-sample cost measured beside busy neighbours, both
-// goroutines keep a CPU each.
+// P the worker runs on the reader's thread once the reader waits
+// (BENCHMARKS.md, issue 16 session 19; bench/run.sh measures it). A
+// worker busy symbolizing a new binary delays the reader until Go
+// preempts it (10 ms), well inside the quarter of a second the ring
+// buffer holds. Above this rate the reader and the worker may each need
+// a CPU of their own.
 const singleProcRate = 32_000
 
 // limitProcs sets GOMAXPROCS to 1 when s plans for at most

@@ -3,6 +3,7 @@ package recorder
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -98,19 +99,7 @@ func TestSettledStacks(t *testing.T) {
 // (in anonymous code: no symbol) is followed by two frame-pointer junk
 // addresses in no mapping counts one frame, not three.
 func TestCollectorCountsKeptFrames(t *testing.T) {
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "7"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	maps := "00400000-00401000 r-xp 00000000 00:00 0 \n"
-	if err := os.WriteFile(filepath.Join(root, "7", "maps"), []byte(maps), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sym, err := symbolize.New(symbolize.Options{ProcRoot: root, KallsymsPath: os.DevNull})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sym.Close()
+	_, sym := fakeProcess(t, 7, "00400000-00401000 r-xp 00000000 00:00 0 \n")
 	c := newCollector(sym, nil, false, nil)
 	c.add(&attach.Sample{PID: 7, TID: 7, TimeNs: 1, Period: 1, Comm: []byte("w"),
 		UserIPs: []uint64{0x400010, 0x7000000, 0x7001000}})
@@ -132,23 +121,11 @@ func TestCollectorCountsKeptFrames(t *testing.T) {
 // samples; before jitRetry the memo holds.
 func TestCollectorRetriesUnnamedJIT(t *testing.T) {
 	const pid = 90
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "90", "root", "tmp"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	maps := "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n"
-	if err := os.WriteFile(filepath.Join(root, "90", "maps"), []byte(maps), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	root, sym := fakeProcess(t, pid, "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n")
 	perfMap := filepath.Join(root, "90", "root", "tmp", "perf-90.map")
 	if err := os.WriteFile(perfMap, []byte("7f0000050000 10 other\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sym, err := symbolize.New(symbolize.Options{ProcRoot: root, KallsymsPath: os.DevNull})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sym.Close()
 	c := newCollector(sym, nil, false, nil)
 	const t0 = uint64(5e9)
 	add := func(at uint64) {
@@ -175,4 +152,26 @@ func TestCollectorRetriesUnnamedJIT(t *testing.T) {
 			t.Errorf("memo entry %+v still retried once named", e)
 		}
 	}
+}
+
+// fakeProcess makes a /proc of one process pid under a temporary root,
+// with maps (/proc/PID/maps lines) and an empty root directory holding
+// tmp/, and a symbolizer reading it (no kernel symbols), closed when t
+// ends.
+func fakeProcess(t *testing.T, pid int, maps string) (root string, sym *symbolize.Symbolizer) {
+	t.Helper()
+	root = t.TempDir()
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	if err := os.MkdirAll(filepath.Join(dir, "root", "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "maps"), []byte(maps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, err := symbolize.New(symbolize.Options{ProcRoot: root, KallsymsPath: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sym.Close() })
+	return root, sym
 }
