@@ -24,7 +24,7 @@ func main() {
 	if os.Getenv(childEnv) == "1" {
 		runChildMode(os.Args[1:])
 	}
-	relaxSysmon() // an optimisation: without it gprofile works the same
+	relaxSysmon()
 	if len(os.Args) > 1 && os.Args[1] == "view" {
 		viewMain(os.Args[2:])
 	}

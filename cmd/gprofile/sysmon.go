@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,30 +25,74 @@ import (
 // (issue 16, session 19) has what it saved; bench/run.sh measures it.
 const sysmonSlack = 1_000_000
 
-// relaxSysmon sets the timer slack of the Go runtime's sysmon thread to
+// relaxSysmon records the main thread's timer slack (startSlack, which
+// startCommand gives commands) and then, on a goroutine of its own, gives
+// the Go runtime's sysmon thread sysmonSlack (slackSysmon), trying again
+// every millisecond, up to sysmonTries times, while sysmon is found
+// running rather than asleep. It never fails: the slack is an
+// optimisation.
+func relaxSysmon() {
+	b, err := os.ReadFile("/proc/self/timerslack_ns") // the main thread's
+	if err != nil {
+		return
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+		startSlack = n
+	}
+	go func() {
+		for range sysmonTries {
+			_, err := slackSysmon()
+			if !errors.Is(err, errSysmonAwake) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+}
+
+// sysmonTries bounds relaxSysmon's attempts.
+const sysmonTries = 100
+
+// errSysmonAwake is slackSysmon's error when the thread it takes for
+// sysmon is not asleep where sysmon sleeps: running (it is, most of the
+// time it is not asleep), or not sysmon.
+var errSysmonAwake = errors.New("not asleep where sysmon sleeps")
+
+// slackSysmon sets the timer slack of the Go runtime's sysmon thread to
 // sysmonSlack by writing /proc/TID/timerslack_ns (Linux 4.6 and later;
 // another thread's needs CAP_SYS_NICE). sysmon is the first thread the
 // runtime starts after the main thread (runtime.main, before any
 // package init), so it comes second in /proc/self/task, which lists
-// threads in the order they were created; it is taken only if /proc/self/task/TID/syscall
-// shows it asleep where sysmon sleeps (pickSysmon). Only that thread is
-// changed, but the threads sysmon starts (an M for a P it hands off)
-// inherit its slack, and a command inherits the slack of the thread that
-// forks it: start commands with startCommand. It reports the thread
-// changed, or an error when none was (which the caller may ignore: the
-// slack is an optimisation).
-func relaxSysmon() (int, error) {
-	b, err := os.ReadFile("/proc/self/timerslack_ns") // the main thread's
+// threads in the order they were created; it is taken only if
+// /proc/self/task/TID/syscall shows it asleep where sysmon sleeps
+// (pickSysmon; errSysmonAwake otherwise). Only that thread is changed,
+// but the threads sysmon starts (an M for a P it hands off) inherit its
+// slack, and a command inherits the slack of the thread that forks it:
+// start commands with startCommand. It reports the thread changed.
+func slackSysmon() (int, error) {
+	tid, err := secondThread()
 	if err != nil {
 		return 0, err
 	}
-	if startSlack, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil || startSlack <= 0 {
-		startSlack = 0
-		return 0, fmt.Errorf("/proc/self/timerslack_ns: %q", b)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tid))
+	if err != nil {
+		return 0, err
 	}
-	// /proc/self/task lists threads in the order they were created
-	// (the thread group's list; thread IDs wrap at pid_max, so their
-	// order may not be): the main thread, then sysmon.
+	if !pickSysmon(string(b)) {
+		return 0, fmt.Errorf("thread %d: %w (%s)", tid, errSysmonAwake, strings.TrimSpace(string(b)))
+	}
+	path := fmt.Sprintf("/proc/%d/timerslack_ns", tid)
+	if err := os.WriteFile(path, []byte(strconv.Itoa(sysmonSlack)), 0); err != nil {
+		return 0, err
+	}
+	return tid, nil
+}
+
+// secondThread returns the ID of the second thread in /proc/self/task,
+// which lists threads in the order they were created (the thread
+// group's list; thread IDs wrap at pid_max, so their order may not be):
+// the first thread the runtime started after the main thread.
+func secondThread() (int, error) {
 	d, err := os.Open("/proc/self/task")
 	if err != nil {
 		return 0, err
@@ -66,23 +112,12 @@ func relaxSysmon() (int, error) {
 	if len(tids) == 0 {
 		return 0, fmt.Errorf("no thread but the main one in /proc/self/task")
 	}
-	b, err = os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tids[0]))
-	if err != nil {
-		return 0, err
-	}
-	if !pickSysmon(string(b)) {
-		return 0, fmt.Errorf("thread %d is not asleep where sysmon sleeps (%s)", tids[0], strings.TrimSpace(string(b)))
-	}
-	path := fmt.Sprintf("/proc/%d/timerslack_ns", tids[0])
-	if err := os.WriteFile(path, []byte(strconv.Itoa(sysmonSlack)), 0); err != nil {
-		return 0, err
-	}
 	return tids[0], nil
 }
 
-// startSlack is the main thread's timer slack, in ns, when relaxSysmon
-// ran (0 before, or when it could not read it): what the commands
-// gprofile starts get.
+// startSlack is the main thread's timer slack, in ns, as relaxSysmon
+// read it (0 before, or when it could not read it): what the commands
+// gprofile starts get. Set before any command starts, then only read.
 var startSlack int
 
 // startCommand starts cmd (exec.Cmd.Start) from a thread whose timer
