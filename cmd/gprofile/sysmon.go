@@ -30,15 +30,18 @@ const sysmonSlack = 1_000_000
 // the Go runtime's sysmon thread sysmonSlack (slackSysmon), trying again
 // every millisecond, up to sysmonTries times, while sysmon is found
 // running rather than asleep. It never fails: the slack is an
-// optimisation.
+// optimisation; when the main thread's slack does not read, it changes
+// nothing.
 func relaxSysmon() {
 	b, err := os.ReadFile("/proc/self/timerslack_ns") // the main thread's
 	if err != nil {
 		return
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
-		startSlack = n
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return // without startSlack, commands could not get it back
 	}
+	startSlack = n
 	go func() {
 		for range sysmonTries {
 			_, err := slackSysmon()
