@@ -57,8 +57,8 @@ func relaxSysmon() {
 const sysmonTries = 100
 
 // errSysmonAwake is slackSysmon's error when the thread it takes for
-// sysmon is not asleep where sysmon sleeps: running (it is, most of the
-// time it is not asleep), or not sysmon.
+// sysmon is not asleep where sysmon sleeps: most often sysmon caught
+// running between two sleeps, which a later try gets past.
 var errSysmonAwake = errors.New("not asleep where sysmon sleeps")
 
 // slackSysmon sets the timer slack of the Go runtime's sysmon thread to
