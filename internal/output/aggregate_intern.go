@@ -122,6 +122,26 @@ func (a *Aggregator) InternStack(pid uint32, st *symbolize.Stack) StackID {
 		i = j
 	}
 	a.scratchIDs = ids
+	return a.InternLocations(ids)
+}
+
+// StackLocations appends the location ids of stack id (from InternStack
+// or InternLocations of this Aggregator) to dst, leaf first, one per
+// address of the stack as InternStack was given it (inlined frames share
+// their address's location), and returns dst.
+func (a *Aggregator) StackLocations(dst []uint32, id StackID) []uint32 {
+	t := &a.stacks
+	for i := *t.off.at(int(id)); i < *t.off.at(int(id) + 1); i++ {
+		dst = append(dst, *t.locs.at(int(i)))
+	}
+	return dst
+}
+
+// InternLocations returns the id of the stack made of the locations ids
+// (leaf first, each from StackLocations of this Aggregator): the id
+// InternStack returns for a stack whose addresses have those locations,
+// at the cost of one hash of 4 bytes a location.
+func (a *Aggregator) InternLocations(ids []uint32) StackID {
 	k := a.scratch[:0]
 	for _, id := range ids {
 		k = binary.NativeEndian.AppendUint32(k, id)
@@ -138,6 +158,24 @@ func (a *Aggregator) InternStack(pid uint32, st *symbolize.Stack) StackID {
 	id := t.add(ids)
 	t.index[h] = id
 	return id
+}
+
+// InternLocation returns the id of the location of frames, the frames of
+// one address (its inlined frames, innermost first, then its own) at the
+// leaf of a user stack of process pid, for InternLocations: the location
+// InternStack gives that address there.
+func (a *Aggregator) InternLocation(pid uint32, frames []symbolize.Frame) uint32 {
+	return a.location(pid, frames, false)
+}
+
+// CountLocation adds the frames of location loc (from StackLocations) to
+// st.Frames, by Reason: what symbolize.Stats counts for each frame of
+// the stacks it names.
+func (a *Aggregator) CountLocation(st *symbolize.Stats, loc uint32) {
+	t := &a.locs
+	for i := *t.off.at(int(loc)); i < *t.off.at(int(loc) + 1); i++ {
+		st.Frames[t.frames.at(int(i)).reason]++
+	}
 }
 
 // add appends a stack of the location ids and returns its id.

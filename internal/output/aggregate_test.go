@@ -172,3 +172,40 @@ func BenchmarkAggregatorAdd(b *testing.B) {
 		a.AddStack(SampleKey{PID: uint32(j % 100), Comm: comms[j]}, stacks[j], 10101010)
 	}
 }
+
+// TestInternLocations: a stack's locations, one per address (inlined
+// frames share theirs), make the same stack again through
+// InternLocations; InternLocation gives a leaf's location as InternStack
+// did; CountLocation counts a location's frames by Reason.
+func TestInternLocations(t *testing.T) {
+	m := &symbolize.Mapping{Start: 0x400000, Limit: 0x500000, Path: "/bin/w", Inode: 9}
+	st := &symbolize.Stack{Frames: []symbolize.Frame{
+		{Address: 0x400100, Function: "inner", Inlined: true, Mapping: m},
+		{Address: 0x400100, Function: "leaf", Mapping: m},
+		{Address: 0x400200, Reason: symbolize.ReasonNoSymbol, Mapping: m},
+		{Address: 0x400300, Function: "main", Mapping: m},
+	}}
+	a := NewAggregator()
+	id := a.InternStack(7, st)
+	locs := a.StackLocations(nil, id)
+	if len(locs) != 3 {
+		t.Fatalf("locations %v, want 3 (one per address)", locs)
+	}
+	if got := a.InternLocations(locs); got != id {
+		t.Errorf("InternLocations(%v) = %d, want %d", locs, got, id)
+	}
+	if got := a.InternLocation(7, st.Frames[:2]); got != locs[0] {
+		t.Errorf("InternLocation(leaf frames) = %d, want %d", got, locs[0])
+	}
+	other := a.InternLocations([]uint32{locs[1], locs[2]})
+	if other == id || !slices.Equal(a.StackLocations(nil, other), []uint32{locs[1], locs[2]}) {
+		t.Errorf("stack of the callers: id %d (the whole stack is %d), locations %v", other, id, a.StackLocations(nil, other))
+	}
+	var stats symbolize.Stats
+	for _, l := range locs {
+		a.CountLocation(&stats, l)
+	}
+	if stats.Frames[symbolize.ReasonNone] != 3 || stats.Frames[symbolize.ReasonNoSymbol] != 1 {
+		t.Errorf("frames counted %v, want 3 named and 1 without symbol", stats.Frames)
+	}
+}

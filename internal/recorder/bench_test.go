@@ -42,6 +42,48 @@ func BenchmarkHotPath(b *testing.B) {
 	}
 }
 
+// BenchmarkNewLeaf is the path of a raw stack new to its process whose
+// callers are not: a new leaf address under a known 24-frame user stack
+// and 4 kernel frames, as unwound stacks (which the location memo
+// serves). The leaf runs through 4096 addresses of the test binary's
+// code, which the symbolizer's address cache holds after the first
+// round; each round starts a new collector, so that every stack is new.
+func BenchmarkNewLeaf(b *testing.B) {
+	sym, err := symbolize.New(symbolize.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sym.Close()
+	pcs := []uint64{
+		uint64(reflect.ValueOf(BenchmarkHotPath).Pointer()),
+		uint64(reflect.ValueOf(newCollector).Pointer()),
+		uint64(reflect.ValueOf(trimJunk).Pointer()),
+	}
+	user := []uint64{0}
+	for i := 0; len(user) < 25; i++ {
+		user = append(user, pcs[i%len(pcs)]+uint64(i))
+	}
+	leaf := uint64(reflect.ValueOf(symbolize.New).Pointer())
+	smp := attach.Sample{PID: uint32(os.Getpid()), TID: uint32(os.Getpid()), Period: 1, Comm: []byte("bench"),
+		Flags: attach.FlagUserRegs, KernelIPs: []uint64{0xffffffff81000010, 0xffffffff81000020, 0xffffffff81000030, 0xffffffff81000040},
+		UserIPs: user}
+	const round = 4096
+	var c *collector
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%round == 0 {
+			b.StopTimer()
+			c = newCollector(sym, nil, false, nil)
+			b.StartTimer()
+		}
+		user[0] = leaf + uint64(i%round)
+		c.add(&smp)
+	}
+	if c.samples == 0 || c.byAddr == 0 {
+		b.Fatalf("%d samples, %d stacks from the location memo", c.samples, c.byAddr)
+	}
+}
+
 // benchRecord builds a ring buffer record in the layout of struct sample
 // (bpf/profile.bpf.c).
 func benchRecord(pid uint32, kernel, user []uint64) []byte {

@@ -25,6 +25,10 @@ type collector struct {
 	agg     *output.Aggregator
 	stream  Sink                              // the per-sample writer, or nil
 	stacks  map[uint32]map[rawHash]stackEntry // pid -> hash of raw IPs -> stack
+	addrs   map[uint32]map[uint64]uint32      // pid -> addrKey -> location in agg
+	kaddrs  map[uint64]uint32                 // addrKey of a kernel address -> location in agg
+	locIDs  []uint32                          // reused: a raw stack's locations
+	byAddr  uint64                            // new raw stacks made by fromLocations
 	gen     uint64                            // sym.Generation() the memo was made at
 	seed    maphash.Seed                      // of rawHash
 	mult    uint64                            // of rawHash: random, odd
@@ -94,6 +98,8 @@ func newCollector(sym *symbolize.Symbolizer, labels []string, perThread bool, st
 		sym:    sym,
 		agg:    output.NewAggregator(),
 		stacks: map[uint32]map[rawHash]stackEntry{},
+		addrs:  map[uint32]map[uint64]uint32{},
+		kaddrs: map[uint64]uint32{},
 		seed:   maphash.MakeSeed(),
 		mult:   maphash.Comparable(maphash.MakeSeed(), 0) | 1,
 		comms:  map[string]string{},
@@ -129,13 +135,18 @@ type exited struct {
 // add takes one record of the worker's queue: each kind of record has
 // its own path. The sampler sends CPU samples (the stacks of the
 // sampling event), off-CPU blocks (attach.FlagOffCPU: the same stacks
-// and path, a marker frame and their own columns) and process exits;
-// exec and fork records stay with the reader (pipeline). Other kinds of samples
-// (probe hits) get their case here, and their own weight and aggregate.
+// and path, a marker frame and their own columns), process exits and
+// execs (whose memos it drops); fork records stay with the reader
+// (pipeline). Other kinds of samples (probe hits) get their case here,
+// and their own weight and aggregate.
 func (c *collector) add(s *attach.Sample) {
 	switch {
 	case s.Flags&attach.FlagProcessExit != 0:
 		c.exited = append(c.exited, exited{s.PID, s.TimeNs})
+	case s.Flags&attach.FlagProcessExec != 0:
+		// Its addresses name other code from now on.
+		delete(c.stacks, s.PID)
+		delete(c.addrs, s.PID)
 	default:
 		c.addStack(s)
 	}
@@ -151,7 +162,7 @@ func (c *collector) addStack(s *attach.Sample) {
 		// Debug info arrived in the background (debuginfod): memoized
 		// stacks may lack file:line; symbolize them again from now on.
 		c.gen = g
-		clear(c.stacks)
+		c.forgetAll()
 	}
 	c.samples++
 	user := c.userIPs(s)
@@ -266,8 +277,25 @@ func (c *collector) rawHash(kernel, user []uint64, kind uint64) rawHash {
 // after its junk frames (a frame-pointer walk's; an unwound stack has
 // none, and the interrupted pc of a signal frame there follows no call),
 // its TruncatedIP root named TruncatedFrame, an off-CPU one's marker
-// frame added as its leaf, interned in the aggregate.
+// frame added as its leaf, interned in the aggregate: from the location
+// memo when it can (fromLocations), else by symbolizeStack.
 func (c *collector) symbolize(s *attach.Sample, user []uint64) stackEntry {
+	byAddr := c.stream == nil && s.Flags&attach.FlagOffCPU == 0 && (s.Flags&attach.FlagUserRegs != 0 || len(user) == 0)
+	if byAddr {
+		if e, ok := c.fromLocations(s, user); ok {
+			return e
+		}
+	}
+	e, st := c.symbolizeStack(s, user)
+	if byAddr {
+		c.rememberLocations(s.PID, s.KernelIPs, user, e.id, st)
+	}
+	return e
+}
+
+// symbolizeStack is symbolize through the symbolizer, frame by frame;
+// it returns the stack it interned too.
+func (c *collector) symbolizeStack(s *attach.Sample, user []uint64) (stackEntry, *symbolize.Stack) {
 	pid, kernel, unwound := s.PID, s.KernelIPs, s.Flags&attach.FlagUserRegs != 0
 	var st *symbolize.Stack
 	if c.stream == nil { // st is read here only: reuse its frames
@@ -293,7 +321,158 @@ func (c *collector) symbolize(s *attach.Sample, user []uint64) stackEntry {
 	if c.stream != nil {
 		e.st = st
 	}
-	return e
+	return e, st
+}
+
+// Memo of locations by address. A new raw stack mostly differs from the
+// ones seen before in its leaf address alone: the collector remembers the
+// aggregate's location of every address of the stacks it symbolizes,
+// per process (kernel addresses for all), so that a stack whose
+// addresses are all known but the user leaf is interned from their
+// locations (Aggregator.InternLocations), the symbolizer naming the leaf
+// alone: BenchmarkNewLeaf.
+// This holds for stacks whose frames stand one per address as given: not
+// for a frame-pointer walk's (trimJunk may cut them), off-CPU stacks (a
+// marker frame leads), or when every sample streams (the stream wants
+// the frames). An address with a frame that a later read may name (in no
+// mapping, or unnamed JIT code) is not remembered. The memo goes with
+// the stack memo: at exec, exit, an interval's end and a new symbolizer
+// Generation.
+
+// maxAddrs caps the addresses remembered per process; a process that
+// has more starts anew.
+const maxAddrs = 1 << 16
+
+// addrKey is the memo key of the address at index i of its part (kernel
+// or user) of a raw stack: the address, shifted, and whether it is a
+// return address (Aggregator.InternStack's call site: not the part's
+// leaf, not 0), which its lookup and location depend on.
+func addrKey(i int, addr uint64) uint64 {
+	k := addr << 1
+	if i > 0 && addr != 0 {
+		k |= 1
+	}
+	return k
+}
+
+// fromLocations makes the memo entry of the raw stack of sample s (its
+// user IPs user) from the location memo, when it holds every address of
+// the stack but perhaps the user leaf: a new leaf, the common case, is
+// symbolized alone. It reports false when the stack needs symbolizeStack.
+func (c *collector) fromLocations(s *attach.Sample, user []uint64) (stackEntry, bool) {
+	ids := c.locIDs[:0]
+	for i, addr := range s.KernelIPs {
+		id, ok := c.kaddrs[addrKey(i, addr)]
+		if !ok {
+			return stackEntry{}, false
+		}
+		ids = append(ids, id)
+	}
+	leaf := -1 // index in ids of a user leaf not in the memo
+	var m map[uint64]uint32
+	if len(user) > 0 {
+		m = c.addrs[s.PID]
+		for i, addr := range user {
+			id, ok := m[addrKey(i, addr)]
+			if !ok {
+				if i > 0 || addr == TruncatedIP {
+					return stackEntry{}, false
+				}
+				leaf = len(ids)
+			}
+			ids = append(ids, id)
+		}
+	}
+	c.locIDs = ids
+	var e stackEntry
+	if leaf >= 0 {
+		st := c.sym.StackInto(&c.scratch, s.PID, nil, user[:1])
+		f := st.Frames
+		if len(f) == 0 || f[len(f)-1].Inlined || slices.ContainsFunc(f[:len(f)-1], func(f symbolize.Frame) bool { return !f.Inlined }) {
+			return stackEntry{}, false // not the frames of one address
+		}
+		loc := c.agg.InternLocation(s.PID, f)
+		ids[leaf] = loc
+		switch {
+		case settledFrames(f):
+			if m == nil || len(m) >= maxAddrs {
+				m = map[uint64]uint32{}
+				c.addrs[s.PID] = m
+			}
+			m[addrKey(0, user[0])] = loc
+		case hasNoMapping(st):
+			e.retry = true
+		case hasUnnamedJIT(st):
+			e.jitAt = s.TimeNs + uint64(jitRetry)
+		}
+	}
+	for _, id := range ids {
+		c.agg.CountLocation(&c.frames, id)
+	}
+	c.byAddr++
+	e.id = c.agg.InternLocations(ids)
+	return e, true
+}
+
+// rememberLocations puts the locations of the raw stack kernel, user of
+// process pid, interned as stack id from the frames st, in the memo. It
+// remembers nothing when the frames do not stand one address each (a
+// frame cut or added).
+func (c *collector) rememberLocations(pid uint32, kernel, user []uint64, id output.StackID, st *symbolize.Stack) {
+	ids := c.agg.StackLocations(c.locIDs[:0], id)
+	c.locIDs = ids
+	if len(ids) != len(kernel)+len(user) {
+		return
+	}
+	var m map[uint64]uint32
+	if len(user) > 0 {
+		if m = c.addrs[pid]; m == nil || len(m) >= maxAddrs {
+			m = map[uint64]uint32{}
+			c.addrs[pid] = m
+		}
+	}
+	f := st.Frames
+	for j, loc := range ids {
+		// The frames of address j: its inlined ones, then its own.
+		n := 0
+		for n < len(f) && f[n].Inlined {
+			n++
+		}
+		if n == len(f) {
+			return // fewer frames than addresses
+		}
+		group := f[:n+1]
+		f = f[n+1:]
+		if !settledFrames(group) {
+			continue
+		}
+		if j < len(kernel) {
+			c.kaddrs[addrKey(j, kernel[j])] = loc
+		} else {
+			i := j - len(kernel)
+			m[addrKey(i, user[i])] = loc
+		}
+	}
+}
+
+// settledFrames reports whether the frames of one address will be named
+// the same on the next lookup: none lies in no mapping or in unnamed JIT
+// code (hasNoMapping, hasUnnamedJIT).
+func settledFrames(frames []symbolize.Frame) bool {
+	for i := range frames {
+		f := &frames[i]
+		if f.Reason == symbolize.ReasonNoMapping || f.Reason == symbolize.ReasonNoSymbol && f.Mapping.JIT() {
+			return false
+		}
+	}
+	return true
+}
+
+// forgetAll empties the stack and location memos.
+func (c *collector) forgetAll() {
+	clear(c.stacks)
+	clear(c.addrs)
+	clear(c.kaddrs)
 }
 
 // hasNoMapping reports whether a frame of st lies in no mapping that the
@@ -327,6 +506,7 @@ func (c *collector) evict(now uint64) {
 	for n < len(c.exited) && now > c.exited[n].timeNs+uint64(evictDelay) {
 		pid := c.exited[n].pid
 		delete(c.stacks, pid)
+		delete(c.addrs, pid)
 		c.sym.Forget(pid)
 		c.agg.Retire(pid)
 		n++

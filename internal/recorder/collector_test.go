@@ -1,9 +1,12 @@
 package recorder
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +177,81 @@ func fakeProcess(t *testing.T, pid int, maps string) (root string, sym *symboliz
 	}
 	t.Cleanup(func() { sym.Close() })
 	return root, sym
+}
+
+// discard is a Sink that keeps nothing.
+type discard struct{}
+
+func (discard) Add(*output.Record) error { return nil }
+
+// TestCollectorLocationMemo: a new raw stack whose addresses were all
+// seen before, each at its place (leaf or return address), is interned
+// from the location memo, and comes out as the symbolizer names it (a
+// collector that streams, and so symbolizes every new raw stack, is the
+// oracle), frames counted alike; an exec drops the process's memos.
+func TestCollectorLocationMemo(t *testing.T) {
+	const pid = 91
+	root, sym := fakeProcess(t, pid, "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n")
+	perfMap := filepath.Join(root, "91", "root", "tmp", "perf-91.map")
+	// 0x7f0000002100 is callerA as a leaf, and leafB as a return address
+	// (its call instruction ends leafB).
+	if err := os.WriteFile(perfMap, []byte("7f0000001000 100 leafA\n7f0000002000 100 leafB\n7f0000002100 100 callerA\n7f0000004000 100 callerB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const k1, k2 = 0xffffffff81000010, 0xffffffff81000020
+	stacks := []struct{ kernel, user []uint64 }{
+		{nil, []uint64{0x7f0000002100, 0x7f0000004010}},
+		{[]uint64{k1}, []uint64{0x7f0000001010, 0x7f0000002100}},
+		{nil, []uint64{0x7f0000002100, 0x7f0000002100}},          // from the memo
+		{[]uint64{k1}, []uint64{0x7f0000001010, 0x7f0000004010}}, // from the memo
+		{nil, []uint64{0x7f0000004010, 0x7f0000001010}},          // new places: symbolized
+		{[]uint64{k2, k1}, []uint64{0x7f0000002100}},             // k1 new as a return address
+		{[]uint64{k1}, []uint64{0x7f0000002010, 0x7f0000004010}}, // a new leaf, named alone
+		{nil, []uint64{0x7f0000005000, 0x7f0000004010}},          // a new leaf in JIT code no line names
+	}
+	run := func(stream Sink) (*collector, map[string]int64) {
+		c := newCollector(sym, nil, false, stream)
+		for i, st := range stacks {
+			c.add(&attach.Sample{PID: pid, TID: pid, TimeNs: uint64(i + 1), Period: 1, Comm: []byte("jit"),
+				Flags: attach.FlagUserRegs, KernelIPs: st.kernel, UserIPs: st.user})
+		}
+		got := map[string]int64{}
+		for _, s := range c.agg.Samples() {
+			var names []string
+			for _, f := range s.Stack.Frames {
+				names = append(names, fmt.Sprintf("%s@%#x", f.Function, f.Address))
+			}
+			got[strings.Join(names, ";")] += s.Count
+		}
+		return c, got
+	}
+	c, got := run(nil)
+	oracle, want := run(discard{})
+	if c.byAddr != 4 || oracle.byAddr != 0 {
+		t.Errorf("stacks from the location memo: %d (want 4), with a stream %d (want 0)", c.byAddr, oracle.byAddr)
+	}
+	jit := func(c *collector) (n int) {
+		for _, e := range c.stacks[pid] {
+			if e.jitAt != 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if jit(c) != 1 || jit(oracle) != 1 {
+		t.Errorf("stacks to symbolize again (unnamed JIT code): %d, symbolized each %d; want 1", jit(c), jit(oracle))
+	}
+	if _, ok := c.addrs[pid][addrKey(0, 0x7f0000005000)]; ok {
+		t.Errorf("the unnamed JIT leaf is in the location memo")
+	}
+	if !maps.Equal(got, want) || len(got) != len(stacks) {
+		t.Errorf("stacks with the location memo:\n%v\nsymbolized each:\n%v", got, want)
+	}
+	if c.frames != oracle.frames {
+		t.Errorf("frames counted %v, symbolized each %v", c.frames.Frames, oracle.frames.Frames)
+	}
+	c.add(&attach.Sample{PID: pid, TID: pid, TimeNs: 10, Flags: attach.FlagProcessExec})
+	if c.stacks[pid] != nil || c.addrs[pid] != nil || len(c.kaddrs) == 0 {
+		t.Errorf("after an exec: stack memo %v, location memo %v (want none); kernel addresses %d (want kept)", c.stacks[pid], c.addrs[pid], len(c.kaddrs))
+	}
 }

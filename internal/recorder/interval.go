@@ -82,7 +82,7 @@ func (r *Recorder) swap(last bool) {
 	}
 	iv.start, iv.samples = now, c.samples
 	c.agg = c.agg.Empty()
-	clear(c.stacks)
+	c.forgetAll()
 	clear(c.comms)
 	iv.out <- v
 }

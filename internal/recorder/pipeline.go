@@ -72,13 +72,14 @@ func (r *Recorder) collect(ctx context.Context) error {
 			sym.ObserveFork(smp.PID, smp.ParentPID)
 			return
 		}
-		if smp.Flags&attach.FlagProcessExec != 0 {
+		switch {
+		case smp.Flags&attach.FlagProcessExec != 0:
+			// The worker drops its memos of the process too.
+			deferred = false
 			settled.clear()
 			us.forget(smp.PID)
 			sym.ObserveExec(smp.PID) // its new program, while it lives
-			return
-		}
-		if smp.Flags&attach.FlagProcessExit == 0 {
+		case smp.Flags&attach.FlagProcessExit == 0:
 			// With CallGraphDWARF the user stack is unwound here, where
 			// its window is (in the ring buffer), rather than copied
 			// through the queue (up to 64 KiB a sample, 8192 samples).
@@ -94,7 +95,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 			}
 			n++
 			r.samples.Store(n)
-		} else {
+		default:
 			deferred = false
 			settled.clear()
 			us.forget(smp.PID)
