@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
 
 // DefaultSectionCacheBytes bounds the section cache on disk (bytes): past
@@ -104,6 +106,18 @@ func (s *cacheSlot) load(out []byte) int {
 // keeping it) and returns the file and the prefix's length, which starts
 // at cacheHeaderLen in it: nil and 0 on a miss.
 func (s *cacheSlot) open(total int) (*os.File, int) {
+	return s.openIf(func(size, n uint64) bool { return size == uint64(total) && n <= size })
+}
+
+// openWhole is open for an entry that Put kept whole, of at most max
+// bytes, whatever its size.
+func (s *cacheSlot) openWhole(max int) (*os.File, int) {
+	return s.openIf(func(size, n uint64) bool { return size == n && n <= uint64(max) })
+}
+
+// openIf is open for an entry whose header's section size and prefix
+// length (never 0) pass ok.
+func (s *cacheSlot) openIf(ok func(size, n uint64) bool) (*os.File, int) {
 	if s == nil {
 		return nil, 0
 	}
@@ -118,7 +132,7 @@ func (s *cacheSlot) open(total int) (*os.File, int) {
 	}
 	le := binary.LittleEndian
 	size, n, sum := le.Uint64(hdr[8:]), le.Uint64(hdr[16:]), le.Uint32(hdr[24:])
-	if size != uint64(total) || n > size || n == 0 {
+	if n == 0 || !ok(size, n) {
 		f.Close()
 		return nil, 0
 	}
@@ -343,6 +357,26 @@ func (c *SectionCache) Get(id, name string, max int) []byte {
 		return nil
 	}
 	return out
+}
+
+// Map is Get for a reader that uses the bytes in place: they are mapped
+// from the entry's file (elfio.MapFile), read from the page cache as they
+// are touched and counted in RSS only then, instead of copied into the
+// heap; the CRC-32C is checked by reading the entry through once. The
+// mapping lasts until the Mapping is unreachable; like any
+// elfio.Mapping, reads of it fault if the file shrinks. nil on a miss,
+// as Get.
+func (c *SectionCache) Map(id, name string, max int) *elfio.Mapping {
+	if c == nil || id == "" {
+		return nil
+	}
+	s := &cacheSlot{c: c, path: filepath.Join(c.dir, id, name)}
+	f, n := s.openWhole(max)
+	if f == nil {
+		return nil
+	}
+	defer f.Close()
+	return elfio.MapFile(f, cacheHeaderLen, uint64(n))
 }
 
 // Put keeps data under name for the file with build ID id, in the

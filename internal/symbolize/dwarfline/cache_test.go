@@ -313,3 +313,30 @@ func BenchmarkSectionCacheSave(b *testing.B) {
 		})
 	}
 }
+
+// TestSectionCacheMap: Map gives the bytes Put kept, as Get does, and
+// misses as Get does: no entry, more than max bytes, a bad CRC-32C.
+func TestSectionCacheMap(t *testing.T) {
+	c := NewSectionCache(t.TempDir(), DefaultSectionCacheBytes)
+	data := bytes.Repeat([]byte("symbols"), 1000)
+	c.Put("beef", "t", data)
+	m := c.Map("beef", "t", len(data))
+	if m == nil || !bytes.Equal(m.Data, data) || !bytes.Equal(c.Get("beef", "t", len(data)), data) {
+		t.Fatalf("Map and Get of a kept entry differ from what was kept")
+	}
+	if c.Map("beef", "other", len(data)) != nil || c.Map("beef", "t", len(data)-1) != nil {
+		t.Error("Map of no entry, or of one over max bytes, hit")
+	}
+	path := filepath.Join(c.dir, "beef", "t")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 1
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c.Map("beef", "t", len(data)) != nil {
+		t.Error("Map of an entry whose CRC-32C does not match hit")
+	}
+}

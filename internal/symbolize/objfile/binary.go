@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
@@ -46,6 +48,7 @@ type Binary struct {
 	loads     []elf.ProgHeader // PT_LOAD, in file order
 	syms      []elfSym         // sorted by start, starts unique
 	names     string           // arena holding every kept symbol name
+	symMap    *elfio.Mapping   // holds syms and names when they are a cache entry's, in place; else nil
 	debugFile string           // separate debug file used, "" if none
 	lines     srcline.Source   // nil without line information
 	memo      *lineMemo        // Lines' answers when lines is DWARF; nil otherwise
@@ -189,6 +192,16 @@ func (b *Binary) Len() int { return len(b.syms) }
 // holds it (for a size-0 symbol: before the next symbol and its section's
 // end). ok is false when no symbol covers it.
 func (b *Binary) Lookup(elfAddr uint64) (sym Symbol, ok bool) {
+	if b.symMap != nil {
+		// The table is a cache entry's mapping, which faults if its
+		// file shrinks: that address goes unnamed.
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if elfio.RecoverFault(recover()) {
+				sym, ok = Symbol{}, false
+			}
+		}()
+	}
 	i := b.search(elfAddr)
 	for j := i; j >= 0 && j > i-maxSymbolWalk; j-- {
 		s := &b.syms[j]
@@ -199,9 +212,14 @@ func (b *Binary) Lookup(elfAddr uint64) (sym Symbol, ok bool) {
 	return Symbol{}, false
 }
 
-// symbol builds the exported form of s, demangling its name once.
+// symbol builds the exported form of s, demangling its name once. Its
+// names are b.names' own, or copies when b.names is mapped (b.symMap),
+// which a name must not outlive.
 func (b *Binary) symbol(s *elfSym) Symbol {
 	raw := b.names[s.name : s.name+s.nlen]
+	if b.symMap != nil {
+		raw = strings.Clone(raw)
+	}
 	fn := raw
 	if demangle.Mangled(raw) {
 		if v, ok := b.demangled.Load(s.name); ok {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gprofile/gprofile/internal/symbolize/dwarfline"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
@@ -142,4 +143,48 @@ func BenchmarkSymbolCache(b *testing.B) {
 			loadWithCache(b, compile, dir)
 		}
 	})
+}
+
+// TestSymbolsInPlace: a table read back from the section cache is used
+// in its mapping (on hosts whose layout allows), Lookup's names do not
+// point into that mapping (a name may outlive the Binary), and a lookup
+// that reads past the end of an entry truncated under the mapping finds
+// nothing instead of crashing.
+func TestSymbolsInPlace(t *testing.T) {
+	if !symbolsInPlace {
+		t.Skip("this host's elfSym layout differs from the encoding: tables are copied")
+	}
+	page := os.Getpagesize()
+	names := strings.Repeat("x", 3*page) + "far" + "near"
+	syms := []elfSym{
+		{start: 0x1000, end: 0x1100, name: uint32(3*page + 3), nlen: 4, sized: true}, // near the end of the arena
+		{start: 0x2000, end: 0x2100, name: uint32(3 * page), nlen: 3, sized: true},
+	}
+	dir := t.TempDir()
+	cache := dwarfline.NewSectionCache(dir, dwarfline.DefaultSectionCacheBytes)
+	cache.Put("feed", symbolsName(false), encodeSymbols(syms, names, false))
+	b := &Binary{buildID: "feed"}
+	if !b.loadSymbols(cache, symbolsName(false), "") {
+		t.Fatal("the kept table does not read back")
+	}
+	if b.symMap == nil {
+		t.Fatal("the table was copied, not used in place")
+	}
+	sym, ok := b.Lookup(0x2010)
+	if !ok || sym.Function != "far" || sym.SystemName != "far" {
+		t.Fatalf("Lookup(0x2010) = %+v, %v; want far", sym, ok)
+	}
+	data := b.symMap.Data
+	lo, hi := uintptr(unsafe.Pointer(&data[0])), uintptr(unsafe.Pointer(&data[len(data)-1]))
+	for _, s := range []string{sym.Function, sym.SystemName} {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); p >= lo && p <= hi {
+			t.Errorf("the name %q points into the mapped entry", s)
+		}
+	}
+	if err := os.Truncate(filepath.Join(dir, "feed", symbolsName(false)), int64(page)); err != nil {
+		t.Fatal(err)
+	}
+	if sym, ok := b.Lookup(0x1010); ok {
+		t.Errorf("Lookup(0x1010) with its name cut off = %+v; want none", sym)
+	}
 }
