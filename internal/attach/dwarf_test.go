@@ -320,6 +320,29 @@ func TestSamplerStackTops(t *testing.T) {
 	if err := s.DeleteStackTop(12345678); err != nil {
 		t.Errorf("deleting a top never set: %v", err)
 	}
+	if n := s.StackTopsCap(); n < minStackTops || n > maxStackTops {
+		t.Errorf("StackTopsCap() = %d; want %d to %d", n, minStackTops, maxStackTops)
+	}
+}
+
+// TestStackTopsEntries: the stack_tops map holds four entries a running
+// thread and 256 a CPU, as a power of two within its bounds; the threads
+// running are read from /proc/loadavg.
+func TestStackTopsEntries(t *testing.T) {
+	for _, c := range []struct {
+		threads, ncpu int
+		want          uint32
+	}{
+		{1, 1, minStackTops}, {300, 2, 2048}, {256, 2, minStackTops}, {257, 2, 2048},
+		{100, 64, maxStackTops}, {10, 16, 4096}, {100000, 2, maxStackTops},
+	} {
+		if got := stackTopsEntries(c.threads, c.ncpu); got != c.want {
+			t.Errorf("stackTopsEntries(%d threads, %d CPUs) = %d, want %d", c.threads, c.ncpu, got, c.want)
+		}
+	}
+	if n := runningThreads(); n <= 1 || n == maxStackTops {
+		t.Errorf("runningThreads() = %d: /proc/loadavg did not give this test's threads", n)
+	}
 }
 
 // monotonicNs is CLOCK_MONOTONIC in ns, the clock of Sample.TimeNs.

@@ -404,6 +404,11 @@ func (s *Sampler) load() error {
 	if s.cfg.TIDs == nil {
 		specs.TargetTids.MaxEntries = 1
 	}
+	if s.cfg.StackTops && s.cfg.CallGraph == CallGraphDWARF {
+		specs.StackTops.MaxEntries = stackTopsEntries(runningThreads(), ncpu)
+	} else {
+		specs.StackTops.MaxEntries = 1 // never filled
+	}
 	v := &specs.profileVariableSpecs
 	consts := []constValue{
 		{v.FilterTgid, boolByte(s.cfg.PIDs != nil)},

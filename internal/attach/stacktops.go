@@ -3,16 +3,71 @@ package attach
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 )
+
+// Bounds of the stack_tops map's size (stackTopsEntries): maxStackTops
+// is the BPF object's.
+const (
+	minStackTops = 1024
+	maxStackTops = 16384
+)
+
+// stackTopsEntries sizes the stack_tops LRU hash: four entries for each
+// of threads (the threads running at load), and at least 256 for each of
+// ncpu possible CPUs (an LRU hash keeps free entries on per-CPU lists),
+// as a power of two from minStackTops to maxStackTops. An LRU hash is
+// preallocated, and its creation costs in proportion to its size
+// (BenchmarkOpenSampler): most machines need far fewer than the most.
+func stackTopsEntries(threads, ncpu int) uint32 {
+	want := max(4*threads, 256*ncpu, minStackTops)
+	n := minStackTops
+	for n < want && n < maxStackTops {
+		n *= 2
+	}
+	return uint32(n)
+}
+
+// runningThreads returns the number of threads on the machine, from
+// /proc/loadavg (its fourth field, running/total); maxStackTops when it
+// does not read.
+func runningThreads() int {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return maxStackTops
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 4 {
+		return maxStackTops
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	n, err := strconv.Atoi(total)
+	if !ok || err != nil || n <= 0 {
+		return maxStackTops
+	}
+	return n
+}
+
+// StackTopsCap returns how many threads' stack tops the sampler holds
+// (stackTopsEntries at load; 0 when it is not loaded): past it, the LRU
+// map forgets the least recently used.
+func (s *Sampler) StackTopsCap() int {
+	if s.objs.StackTops == nil {
+		return 0
+	}
+	return int(s.objs.StackTops.MaxEntries())
+}
 
 // SetStackTop tells the BPF program that thread tid's user stack ends
 // below address top (exclusive): with Config.StackTops, a sample of tid
 // copies the stack from sp up to top only, and is marked FlagWindowTop
 // when that cut it. top is the CFA of the outermost frame of one of the
 // thread's whole stacks (unwind.Unwinder.UnwindExtent). The map is an LRU
-// hash of 16384 threads (stack_tops in bpf/profile.bpf.c). Safe to call
+// hash of StackTopsCap threads (stack_tops in bpf/profile.bpf.c). Safe to call
 // from any goroutine while Run runs; an error when the map update fails.
 func (s *Sampler) SetStackTop(tid uint32, top uint64) error {
 	if s.objs.StackTops == nil {

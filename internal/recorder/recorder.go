@@ -197,6 +197,7 @@ func New(cfg Config) (_ *Recorder, err error) {
 	r.c.us = newUserStacks(r.sym, u, deferred, true)
 	if r.sampler != nil && cfg.Sampling.StackTops && cfg.Sampling.CallGraph == attach.CallGraphDWARF {
 		r.us.tops, r.us.top, r.us.tids = r.sampler, map[uint32]threadTop{}, map[uint32][]uint32{}
+		r.us.maxTops = r.sampler.StackTopsCap()
 	}
 	if slices.Contains(cfg.Labels, output.LabelCgroup) {
 		if r.c.cgroups, err = attach.NewCgroupNames(); err != nil {

@@ -48,6 +48,7 @@ type userStacks struct {
 	// The reader's, with attach.Config.StackTops: the stack tops it
 	// learns from whole stacks and sets in the sampler (learnTop).
 	tops    stackTops
+	maxTops int                  // threads the sampler holds tops of (attach.Sampler.StackTopsCap); 0: maxStackTops
 	top     map[uint32]threadTop // by tid
 	tids    map[uint32][]uint32  // by pid: its tids in top, for forget
 	topCuts uint64               // samples cut by a top (FlagWindowTop), each top then deleted
@@ -66,9 +67,9 @@ type threadTop struct {
 	cuts int    // samples a top of the thread cut
 }
 
-// Bounds of the stack-top learning: the threads with a top (the sampler's
-// LRU map holds as many; past it the reader forgets its copies and
-// starts over), and the samples one thread may lose to a wrong top
+// Bounds of the stack-top learning: the threads with a top, at most (the
+// sampler's LRU map holds as many, or fewer: userStacks.maxTops; past
+// it the reader forgets its copies and starts over), and the samples one thread may lose to a wrong top
 // before it is copied whole for good (a thread that switches stacks: Go
 // threads run goroutines on stacks of their own).
 const (
@@ -169,7 +170,7 @@ func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, extent uint
 		return
 	}
 	if !known {
-		if len(us.top) >= maxStackTops {
+		if n := us.maxTops; len(us.top) >= maxStackTops || n > 0 && len(us.top) >= n {
 			clear(us.top)
 			clear(us.tids)
 		}

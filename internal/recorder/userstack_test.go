@@ -103,18 +103,25 @@ func TestLearnTop(t *testing.T) {
 	want("a reused tid", map[uint32]uint64{11: 0x5300, 21: 0xa040})
 }
 
-// TestLearnTopBound: the reader's copy of the tops stays within
-// maxStackTops threads however many threads come.
+// TestLearnTopBound: the reader's copy of the tops stays within the
+// sampler's size (maxTops), or maxStackTops, however many threads come.
 func TestLearnTopBound(t *testing.T) {
-	us, _ := topsUserStacks()
-	for tid := uint32(1); tid <= maxStackTops+100; tid++ {
-		us.learnTop(topSample(tid, tid, 0x7000, 0), unwind.StopComplete, 0x100)
-		if len(us.top) > maxStackTops || len(us.tids) > maxStackTops {
-			t.Fatalf("after %d threads: %d tops, %d pids; want at most %d", tid, len(us.top), len(us.tids), maxStackTops)
+	for _, capTops := range []int{0, 1024} { // 0: the sampler's size unknown
+		us, _ := topsUserStacks()
+		us.maxTops = capTops
+		bound := maxStackTops
+		if capTops > 0 {
+			bound = capTops
 		}
-	}
-	if len(us.top) == 0 {
-		t.Errorf("no tops kept")
+		for tid := uint32(1); tid <= maxStackTops+100; tid++ {
+			us.learnTop(topSample(tid, tid, 0x7000, 0), unwind.StopComplete, 0x100)
+			if len(us.top) > bound || len(us.tids) > bound {
+				t.Fatalf("sampler's cap %d, after %d threads: %d tops, %d pids; want at most %d", capTops, tid, len(us.top), len(us.tids), bound)
+			}
+		}
+		if len(us.top) == 0 {
+			t.Errorf("sampler's cap %d: no tops kept", capTops)
+		}
 	}
 }
 
