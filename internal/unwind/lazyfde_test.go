@@ -216,7 +216,7 @@ func TestRuleMemoMatchesTable(t *testing.T) {
 		for range 20000 {
 			pc := a.base + rng.Uint64N(span)
 			for _, tab := range []*Table{a, b} {
-				if e := memo.slot(tab.memoID(), pc).Load(); e != nil && e.pc == pc && e.tab == tab.memoID() {
+				if e := memo.slot(tab.memoID(), pc); e.pc == pc && e.tab == tab.memoID() {
 					hits++
 				}
 				want, _, wok := tab.lookup(pc)
@@ -251,32 +251,32 @@ func TestRuleMemoMatchesTable(t *testing.T) {
 	}
 }
 
-// TestRuleMemoConcurrent looks up pcs of two tables (one with a rule
-// changed at every pc) through one memo from four goroutines at once,
-// so that they store into and read the same slots, and requires the
-// table's own rule every time: an entry of the wrong table, or one
-// read while it is stored, would give a rule the table does not have.
-// Run under -race it checks the slots' synchronization too.
-func TestRuleMemoConcurrent(t *testing.T) {
-	a, b := twoLibcTables(t)
-	memo := new(ruleMemo)
-	span := uint64(a.pcs[len(a.pcs)-1])
+// TestSiblingsConcurrent unwinds the qsort24 stack from four goroutines
+// at once, with an Unwinder and three of its Siblings (shared tables,
+// a rule memo each), and requires the stack the Unwinder gives alone
+// every time. Run under -race it checks that Siblings share nothing
+// unsynchronized.
+func TestSiblingsConcurrent(t *testing.T) {
+	u, d := qsort24(t)
+	want, stop := u.Unwind(nil, d, &d.regs, d.stack)
+	if stop != StopComplete {
+		t.Fatalf("qsort24 stops with %v", stop)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan string, 4)
 	for g := range 4 {
+		w := u
+		if g > 0 {
+			w = u.Sibling()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 7))
-			for range 50000 {
-				pc := a.base + rng.Uint64N(span)
-				tab := a
-				if rng.IntN(2) == 1 {
-					tab = b
-				}
-				want, _, wok := tab.lookup(pc)
-				if got, _, gok := memo.lookup(tab, pc); got != want || gok != wok {
-					errs <- fmt.Sprintf("goroutine %d: memo gives %+v, %v for %#x; the table %+v, %v", g, got, gok, pc, want, wok)
+			var dst []uint64
+			for range 2000 {
+				var stop Stop
+				if dst, stop = w.Unwind(dst[:0], d, &d.regs, d.stack); stop != StopComplete || !slices.Equal(dst, want) {
+					errs <- fmt.Sprintf("goroutine %d: %d frames, stop %v; want %d, complete", g, len(dst), stop, len(want))
 					return
 				}
 			}
@@ -286,5 +286,8 @@ func TestRuleMemoConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+	if st := u.Sibling().Stats(); st.Tables == 0 || st != u.Stats() {
+		t.Errorf("a Sibling's Stats %+v, the Unwinder's %+v: want the same tables", st, u.Stats())
 	}
 }

@@ -30,7 +30,7 @@ type Table struct {
 	// built one at a time on first lookup: the rows above are empty.
 	fdes  *lazyFDEs
 	stats TableStats
-	id    atomic.Uint64 // memoID, 0 until the rule memo first needs it
+	id    atomic.Uint32 // memoID, 0 until the rule memo first needs it
 }
 
 // TableStats describes how a Table was built, for tests and diagnostics.

@@ -24,13 +24,20 @@ type Options struct {
 }
 
 // Unwinder turns registers and a stack window into return addresses.
-// It caches one Table per binary and is safe for concurrent use.
+// It caches one Table per binary, shared with its Siblings, and keeps a
+// rule memo of its own: one goroutine at a time unwinds with an
+// Unwinder, others with its Siblings. Stats, Table and HasTable are safe
+// from any goroutine.
 type Unwinder struct {
 	maxFrames int
 	cache     *tableCache
 	memo      *ruleMemo
-	loads     atomic.Int64
-	loadErrs  atomic.Int64
+	counts    *loadCounts
+}
+
+// loadCounts are the table builds of an Unwinder and its Siblings.
+type loadCounts struct {
+	loads, loadErrs atomic.Int64
 }
 
 // New returns an Unwinder with an empty table cache.
@@ -41,7 +48,15 @@ func New(opts Options) *Unwinder {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = DefaultCacheBytes
 	}
-	return &Unwinder{maxFrames: opts.MaxFrames, cache: newTableCache(opts.CacheBytes), memo: new(ruleMemo)}
+	return &Unwinder{maxFrames: opts.MaxFrames, cache: newTableCache(opts.CacheBytes), memo: new(ruleMemo), counts: new(loadCounts)}
+}
+
+// Sibling returns an Unwinder for another goroutine: it shares u's
+// tables, options and counters, and has a rule memo of its own (an
+// unsynchronized array of 1<<ruleMemoBits slots, counted in RSS as its
+// pages are touched).
+func (u *Unwinder) Sibling() *Unwinder {
+	return &Unwinder{maxFrames: u.maxFrames, cache: u.cache, memo: new(ruleMemo), counts: u.counts}
 }
 
 // Stats are an Unwinder's table counters.
@@ -56,7 +71,7 @@ type Stats struct {
 // Stats returns the table counters.
 func (u *Unwinder) Stats() Stats {
 	n, b := u.cache.stats()
-	return Stats{Tables: n, TableBytes: b, Loads: u.loads.Load(), LoadErrors: u.loadErrs.Load()}
+	return Stats{Tables: n, TableBytes: b, Loads: u.counts.loads.Load(), LoadErrors: u.counts.loadErrs.Load()}
 }
 
 // Table returns the cached table of obj, building it on first use (nil
@@ -66,7 +81,7 @@ func (u *Unwinder) Table(obj Object) *Table {
 		return nil
 	}
 	return u.cache.get(cacheKey(obj), func() *Table {
-		u.loads.Add(1)
+		u.counts.loads.Add(1)
 		var t *Table
 		var err error
 		if obj.Kind == KindVDSO {
@@ -75,7 +90,7 @@ func (u *Unwinder) Table(obj Object) *Table {
 			t, err = loadTable(obj.Path, procRoot(obj.Path))
 		}
 		if err != nil {
-			u.loadErrs.Add(1)
+			u.counts.loadErrs.Add(1)
 			return &Table{stats: TableStats{Err: err}}
 		}
 		return t
