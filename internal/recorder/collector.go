@@ -339,9 +339,9 @@ func (c *collector) symbolizeStack(s *attach.Sample, user []uint64) (stackEntry,
 // the stack memo: at exec, exit, an interval's end and a new symbolizer
 // Generation.
 
-// maxAddrs caps the addresses remembered per process; a process that
-// has more starts anew.
-const maxAddrs = 1 << 16
+// maxAddrs caps the addresses remembered per process, and the kernel's;
+// a memo that has as many starts anew (the stack memo's bound, maxMemo).
+const maxAddrs = maxMemo
 
 // addrKey is the memo key of the address at index i of its part (kernel
 // or user) of a raw stack: the address, shifted, and whether it is a
@@ -447,6 +447,9 @@ func (c *collector) rememberLocations(pid uint32, kernel, user []uint64, id outp
 			continue
 		}
 		if j < len(kernel) {
+			if len(c.kaddrs) >= maxAddrs {
+				clear(c.kaddrs)
+			}
 			c.kaddrs[addrKey(j, kernel[j])] = loc
 		} else {
 			i := j - len(kernel)
