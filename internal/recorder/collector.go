@@ -314,8 +314,8 @@ func (c *collector) symbolizeStack(s *attach.Sample, user []uint64) (stackEntry,
 	if s.Flags&attach.FlagOffCPU != 0 {
 		st.Frames = append([]symbolize.Frame{c.offCPU.marker(s)}, st.Frames...)
 	}
-	e := stackEntry{id: c.agg.InternStack(pid, st), retry: hasNoMapping(st)}
-	if hasUnnamedJIT(st) {
+	e := stackEntry{id: c.agg.InternStack(pid, st), retry: hasNoMapping(st.Frames)}
+	if hasUnnamedJIT(st.Frames) {
 		e.jitAt = s.TimeNs + uint64(jitRetry)
 	}
 	if c.stream != nil {
@@ -369,9 +369,8 @@ func (c *collector) fromLocations(s *attach.Sample, user []uint64) (stackEntry, 
 		ids = append(ids, id)
 	}
 	leaf := -1 // index in ids of a user leaf not in the memo
-	var m map[uint64]uint32
 	if len(user) > 0 {
-		m = c.addrs[s.PID]
+		m := c.addrs[s.PID]
 		for i, addr := range user {
 			id, ok := m[addrKey(i, addr)]
 			if !ok {
@@ -386,23 +385,18 @@ func (c *collector) fromLocations(s *attach.Sample, user []uint64) (stackEntry, 
 	c.locIDs = ids
 	var e stackEntry
 	if leaf >= 0 {
-		st := c.sym.StackInto(&c.scratch, s.PID, nil, user[:1])
-		f := st.Frames
-		if len(f) == 0 || f[len(f)-1].Inlined || slices.ContainsFunc(f[:len(f)-1], func(f symbolize.Frame) bool { return !f.Inlined }) {
+		f, rest, ok := nextAddress(c.sym.StackInto(&c.scratch, s.PID, nil, user[:1]).Frames)
+		if !ok || len(rest) > 0 {
 			return stackEntry{}, false // not the frames of one address
 		}
 		loc := c.agg.InternLocation(s.PID, f)
 		ids[leaf] = loc
 		switch {
 		case settledFrames(f):
-			if m == nil || len(m) >= maxAddrs {
-				m = map[uint64]uint32{}
-				c.addrs[s.PID] = m
-			}
-			m[addrKey(0, user[0])] = loc
-		case hasNoMapping(st):
+			c.addrMemo(s.PID)[addrKey(0, user[0])] = loc
+		case hasNoMapping(f):
 			e.retry = true
-		case hasUnnamedJIT(st):
+		case hasUnnamedJIT(f):
 			e.jitAt = s.TimeNs + uint64(jitRetry)
 		}
 	}
@@ -426,23 +420,15 @@ func (c *collector) rememberLocations(pid uint32, kernel, user []uint64, id outp
 	}
 	var m map[uint64]uint32
 	if len(user) > 0 {
-		if m = c.addrs[pid]; m == nil || len(m) >= maxAddrs {
-			m = map[uint64]uint32{}
-			c.addrs[pid] = m
-		}
+		m = c.addrMemo(pid)
 	}
 	f := st.Frames
 	for j, loc := range ids {
-		// The frames of address j: its inlined ones, then its own.
-		n := 0
-		for n < len(f) && f[n].Inlined {
-			n++
-		}
-		if n == len(f) {
+		group, rest, ok := nextAddress(f) // the frames of address j
+		if !ok {
 			return // fewer frames than addresses
 		}
-		group := f[:n+1]
-		f = f[n+1:]
+		f = rest
 		if !settledFrames(group) {
 			continue
 		}
@@ -460,15 +446,32 @@ func (c *collector) rememberLocations(pid uint32, kernel, user []uint64, id outp
 
 // settledFrames reports whether the frames of one address will be named
 // the same on the next lookup: none lies in no mapping or in unnamed JIT
-// code (hasNoMapping, hasUnnamedJIT).
+// code.
 func settledFrames(frames []symbolize.Frame) bool {
-	for i := range frames {
-		f := &frames[i]
-		if f.Reason == symbolize.ReasonNoMapping || f.Reason == symbolize.ReasonNoSymbol && f.Mapping.JIT() {
-			return false
+	return !hasNoMapping(frames) && !hasUnnamedJIT(frames)
+}
+
+// nextAddress splits frames, the frames of a stack's addresses, into
+// those of its first address (its inlined frames, then its own) and the
+// rest; false when no frame of frames is an address's own.
+func nextAddress(frames []symbolize.Frame) (first, rest []symbolize.Frame, ok bool) {
+	for n := range frames {
+		if !frames[n].Inlined {
+			return frames[:n+1], frames[n+1:], true
 		}
 	}
-	return true
+	return nil, nil, false
+}
+
+// addrMemo returns the location memo of process pid, made (or made anew,
+// once it holds maxAddrs) when needed.
+func (c *collector) addrMemo(pid uint32) map[uint64]uint32 {
+	m := c.addrs[pid]
+	if m == nil || len(m) >= maxAddrs {
+		m = map[uint64]uint32{}
+		c.addrs[pid] = m
+	}
+	return m
 }
 
 // forgetAll empties the stack and location memos.
@@ -478,24 +481,24 @@ func (c *collector) forgetAll() {
 	clear(c.kaddrs)
 }
 
-// hasNoMapping reports whether a frame of st lies in no mapping that the
+// hasNoMapping reports whether one of frames lies in no mapping that the
 // symbolizer knew of: its maps may not have been read again yet (that is
 // rate-limited), so the next sample of the same raw stack may name it.
-func hasNoMapping(st *symbolize.Stack) bool {
-	for i := range st.Frames {
-		if st.Frames[i].Reason == symbolize.ReasonNoMapping {
+func hasNoMapping(frames []symbolize.Frame) bool {
+	for i := range frames {
+		if frames[i].Reason == symbolize.ReasonNoMapping {
 			return true
 		}
 	}
 	return false
 }
 
-// hasUnnamedJIT reports whether a frame of st lies, unnamed, in memory a
+// hasUnnamedJIT reports whether one of frames lies, unnamed, in memory a
 // JIT compiler fills (symbolize.Mapping.JIT), which the process's perf
 // map may name later.
-func hasUnnamedJIT(st *symbolize.Stack) bool {
-	for i := range st.Frames {
-		if f := &st.Frames[i]; f.Reason == symbolize.ReasonNoSymbol && f.Mapping.JIT() {
+func hasUnnamedJIT(frames []symbolize.Frame) bool {
+	for i := range frames {
+		if f := &frames[i]; f.Reason == symbolize.ReasonNoSymbol && f.Mapping.JIT() {
 			return true
 		}
 	}
