@@ -246,11 +246,14 @@ func TestSamplerStackTops(t *testing.T) {
 	// above sp; 3 deleted. Each begins after phaseLen samples; a sample
 	// counts in the phase in force when it was taken (its TimeNs against
 	// CLOCK_MONOTONIC after the map update), since the ring buffer holds
-	// samples taken before.
+	// samples taken before; one taken during the update (after the clock
+	// read before it, before the one after) may have either top, and
+	// counts in neither.
 	const phaseLen = 150
 	var n, phase int
 	var top uint64
-	var since [4]uint64 // CLOCK_MONOTONIC ns at each phase's start
+	var since [4]uint64    // CLOCK_MONOTONIC ns at each phase's start
+	var updating [4]uint64 // CLOCK_MONOTONIC ns before its map update
 	type tally struct{ samples, flagged, exact, whole int }
 	var got [4]tally
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -263,6 +266,9 @@ func TestSamplerStackTops(t *testing.T) {
 		sp := smp.Regs[7]
 		if n%phaseLen == 0 && phase < 4 {
 			phase++
+			if phase < 4 {
+				updating[phase] = monotonicNs(t)
+			}
 			var err error
 			switch phase {
 			case 1:
@@ -280,6 +286,11 @@ func TestSamplerStackTops(t *testing.T) {
 			}
 			if phase < 4 {
 				since[phase] = monotonicNs(t)
+			}
+		}
+		for i := 1; i < 4; i++ {
+			if updating[i] != 0 && smp.TimeNs > updating[i] && (since[i] == 0 || smp.TimeNs <= since[i]) {
+				return // taken during an update
 			}
 		}
 		p := 0
