@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -197,7 +198,7 @@ func (vm *cfaVM) extended(op uint8, r *buf) error {
 		}
 	case 0x10, 0x16: // DW_CFA_expression, DW_CFA_val_expression
 		reg := r.uleb()
-		e := r.bytes(r.uleb())
+		e := bytes.Clone(r.bytes(r.uleb())) // not the section's: it may be a mapping
 		k := rExpr
 		if op == 0x16 {
 			k = rValExpr
@@ -235,7 +236,7 @@ func (vm *cfaVM) cfaOp(op uint8, r *buf) error {
 	case 0x13: // DW_CFA_def_cfa_offset_sf
 		vm.st.cfa.off, vm.st.cfa.expr = r.sleb()*c.dataAlign, nil
 	case 0x0f: // DW_CFA_def_cfa_expression
-		e := r.bytes(r.uleb())
+		e := bytes.Clone(r.bytes(r.uleb())) // as above
 		if e == nil {
 			e = []byte{}
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
@@ -28,14 +29,43 @@ const maxSectionBytes = 256 << 20
 // error is for a file that cannot be read at all.
 func NewTable(f *elf.File) (*Table, error) { return newTable(f, nil, false) }
 
-// newTable is NewTable; for a Go binary, pcln (when not nil) is where
+// newTable is newTableFrom without mapping: the CFI sections are read
+// into the heap.
+func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
+	return newTableFrom(f, pcln, lazy, nil)
+}
+
+// newTableFrom is NewTable; for a Go binary, pcln (when not nil) is where
 // the table reads its .gopclntab from as functions are first looked up
 // (an open file, which the table keeps). With nil it reads the section
 // into memory, since f may be closed once NewTable returns. With lazy,
 // a binary whose only CFI is .eh_frame, with an .eh_frame_hdr table, and
 // that is not Go gets its FDEs built one at a time on first lookup
-// (lazyFDEs) instead of all at once.
-func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
+// (lazyFDEs) instead of all at once. With lr (the same file as f, opened
+// by the caller), .eh_frame and .eh_frame_hdr are mapped from it
+// (elfio.MapSection: read from the page cache as they are touched, not
+// copied into the heap) where they can be; the lazy FDEs keep the
+// mapping, and a read of it that faults (the file shrank) gives an
+// error here, or no rule for that FDE later (lazyFDEs.build).
+func newTableFrom(f *elf.File, pcln io.ReaderAt, lazy bool, lr *elfio.ReaderAt) (t *Table, err error) {
+	if lr != nil {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if elfio.RecoverFault(recover()) {
+				t, err = nil, errors.New("read .eh_frame: memory fault (the file shrank)")
+			}
+		}()
+	}
+	// section reads s, mapped when it can be.
+	section := func(s *elf.Section) ([]byte, *elfio.Mapping, error) {
+		if lr != nil {
+			if m := elfio.MapSection(lr, s, maxSectionBytes); m != nil {
+				return m.Data, m, nil
+			}
+		}
+		data, err := sectionData(s)
+		return data, nil, err
+	}
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("not an x86-64 ELF file (%v, %v)", f.Class, f.Machine)
 	}
@@ -68,7 +98,7 @@ func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
 	}
 	found := gofn != nil
 	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
-		data, err := sectionData(s)
+		data, mapped, err := section(s)
 		if err != nil {
 			return nil, fmt.Errorf("read .eh_frame: %w", err)
 		}
@@ -76,9 +106,12 @@ func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
 		sec := &frameSection{data: data, eh: true, addr: s.Addr, textAddr: text, dataAddr: got}
 		h := f.Section(".eh_frame_hdr")
 		if lazy && h != nil && gofn == nil && len(b.topFuncs) == 0 && !hasDebugFrame(f) {
-			if hb, err := sectionData(h); err == nil {
+			// The header's table is decoded here; its mapping goes
+			// once unreachable.
+			if hb, _, err := section(h); err == nil {
 				starts, offs := ehFrameHdrTable(hb, h.Addr, s.Addr, uint64(len(data)))
 				if l := newLazyFDEs(sec, starts, offs); l != nil {
+					l.mapped = mapped
 					return &Table{fdes: l, stats: TableStats{FDEs: len(starts)}}, nil
 				}
 			}
@@ -105,7 +138,7 @@ func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
 			b.addSection(&frameSection{data: data}, 1, nil)
 		}
 	}
-	t, err := b.finish()
+	t, err = b.finish()
 	if err != nil {
 		return nil, err
 	}
@@ -277,22 +310,25 @@ func loadTable(path, root string) (*Table, error) {
 	// (page cache, no system call a function), else through its own open
 	// file, for as long as the table lives (the mapping is unmapped and
 	// the os.File closed once unreachable).
+	// Its .eh_frame and .eh_frame_hdr are mapped too (newTableFrom).
 	var pcln io.ReaderAt
-	var of *os.File
 	var mapped *elfio.Mapping
-	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
-		if of, err = os.Open(path); err == nil {
-			if mapped = elfio.MapSection(elfio.NewReaderAt(of, elfio.MaxPclntabBytes), s, elfio.MaxPclntabBytes); mapped != nil {
-				of.Close()
-				of, pcln = nil, bytes.NewReader(mapped.Data)
-			} else {
-				pcln = io.NewSectionReader(of, int64(s.Offset), int64(s.Size))
-			}
+	of, oerr := os.Open(path)
+	var lr *elfio.ReaderAt
+	if oerr == nil {
+		lr = elfio.NewReaderAt(of, elfio.MaxPclntabBytes)
+	}
+	keep := false // of is pcln
+	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS && lr != nil {
+		if mapped = elfio.MapSection(lr, s, elfio.MaxPclntabBytes); mapped != nil {
+			pcln = bytes.NewReader(mapped.Data)
+		} else {
+			pcln, keep = io.NewSectionReader(of, int64(s.Offset), int64(s.Size)), true
 		}
 	}
-	t, err := newTable(f, pcln, true)
-	if of != nil && (err != nil || t.gofn == nil) {
-		of.Close() // not a Go 1.18+ table: nothing reads it
+	t, err := newTableFrom(f, pcln, true, lr)
+	if of != nil && (!keep || err != nil || t.gofn == nil) {
+		of.Close() // nothing reads it: the mappings outlive it
 	}
 	if err == nil && t.gofn != nil {
 		t.gofn.mapped = mapped

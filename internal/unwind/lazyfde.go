@@ -1,11 +1,14 @@
 package unwind
 
 import (
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 )
 
 // lazyFDEs answers rule lookups from a binary's .eh_frame one FDE at a
@@ -18,8 +21,9 @@ import (
 // without a lock once built. Safe for concurrent use.
 type lazyFDEs struct {
 	sec    *frameSection
-	starts []uint64 // FDE initial locations (ELF addresses), ascending
-	offs   []uint32 // the FDEs' .eh_frame offsets, in the same order
+	mapped *elfio.Mapping // the mapping sec reads, kept while l lives; nil when sec is in the heap
+	starts []uint64       // FDE initial locations (ELF addresses), ascending
+	offs   []uint32       // the FDEs' .eh_frame offsets, in the same order
 	built  []atomic.Pointer[Table]
 
 	mu    sync.Mutex // builds one FDE at a time; guards what follows
@@ -73,8 +77,16 @@ func (l *lazyFDEs) table(pc uint64) *Table {
 }
 
 // build runs FDE i's CFA program into a Table of its rows; an FDE that
-// does not parse gives an empty one. Called with l.mu held.
-func (l *lazyFDEs) build(i int) *Table {
+// does not parse gives an empty one, as does one whose bytes fault (a
+// mapped .eh_frame whose file shrank). The rows keep nothing of the
+// section (expressions are copied: cfaVM). Called with l.mu held.
+func (l *lazyFDEs) build(i int) (t *Table) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if elfio.RecoverFault(recover()) {
+			l.b, t = nil, &Table{} // the builder may be half-way through a row
+		}
+	}()
 	b := l.b
 	if b == nil {
 		b = newTableBuilder()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
@@ -48,6 +49,14 @@ func TestLazyFDEsMatchWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// As the unwinder loads it: .eh_frame mapped, not read.
+		mapped, err := loadTable(p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mapped.fdes == nil || mapped.fdes.mapped == nil {
+			t.Fatalf("%s: loadTable's table is lazy %v, mapped %v; want both", p, mapped.fdes != nil, mapped.fdes != nil && mapped.fdes.mapped != nil)
+		}
 		eh, hdr := f.Section(".eh_frame"), f.Section(".eh_frame_hdr")
 		hb, _ := sectionData(hdr)
 		data, _ := sectionData(eh)
@@ -79,10 +88,82 @@ func TestLazyFDEsMatchWhole(t *testing.T) {
 				if wok != gok || (wok && !sameRule(want, wt, got, gt)) {
 					t.Fatalf("%s: rule at %#x (FDE %d at .eh_frame+%#x): lazy %+v (%v), whole %+v (%v)", p, pc, i, offs[i], got, gok, want, wok)
 				}
+				if got, gt, gok := mapped.lookup(pc); wok != gok || (wok && !sameRule(want, wt, got, gt)) {
+					t.Fatalf("%s: rule at %#x (FDE %d at .eh_frame+%#x): mapped %+v (%v), whole %+v (%v)", p, pc, i, offs[i], got, gok, want, wok)
+				}
 				checked++
 			}
 		}
 		t.Logf("%s: %d FDEs, %d addresses, %d rows built", p, len(starts), checked, lazy.Rows())
+	}
+}
+
+// TestLazyFDEsMappedTruncated: loadTable reads .eh_frame from a mapping
+// of the file; once the file is cut short before it, an FDE not built
+// yet gets no rule instead of killing the process (SIGBUS), and one
+// built before keeps its rows, which hold nothing of the mapping (an
+// expression rule's bytes are copied: the PLT's CFA expression).
+func TestLazyFDEsMappedTruncated(t *testing.T) {
+	src := testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "stackdump")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eh, hdr, plt := f.Section(".eh_frame"), f.Section(".eh_frame_hdr"), f.Section(".plt")
+	hb, _ := sectionData(hdr)
+	f.Close()
+	if plt == nil {
+		t.Fatal("no .plt: the expression rule this test checks is missing")
+	}
+	starts, _ := ehFrameHdrTable(hb, hdr.Addr, eh.Addr, eh.Size)
+	tab, err := loadTable(bin, "")
+	if err != nil || tab.fdes == nil || tab.fdes.mapped == nil {
+		t.Fatalf("loadTable: %v (lazy and mapped: %v)", err, tab != nil && tab.fdes != nil && tab.fdes.mapped != nil)
+	}
+	// Built before the cut: the PLT's rule (a CFA expression) and the
+	// last FDE's.
+	pltPC, last := plt.Addr+plt.Size/2, starts[len(starts)-1]
+	pltRule, pltTab, ok := tab.lookup(pltPC)
+	if !ok || pltRule.cfaKind != cfaComplex || pltTab.complex[pltRule.cfaOff].cfa.expr == nil {
+		t.Fatalf("rule at .plt+%#x = %+v (%v); want a CFA expression", plt.Size/2, pltRule, ok)
+	}
+	want, _, wok := tab.lookup(last)
+	if !wok {
+		t.Fatalf("no rule at the last FDE's start %#x", last)
+	}
+	if err := os.Truncate(bin, int64(eh.Offset)&^4095); err != nil {
+		t.Fatal(err)
+	}
+	var lost int
+	for _, pc := range starts[:len(starts)-1] {
+		if pc < plt.Addr || pc >= plt.Addr+plt.Size {
+			if r, _, ok := tab.lookup(pc); ok {
+				t.Errorf("after truncation, lookup(%#x) = %+v, want no rule", pc, r)
+			}
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatal("no FDE left to look up after the cut")
+	}
+	if got, _, ok := tab.lookup(last); !ok || got != want {
+		t.Errorf("after truncation, the FDE built before: %+v (%v), want %+v", got, ok, want)
+	}
+	got, gotTab, ok := tab.lookup(pltPC)
+	if !ok || !sameRule(pltRule, pltTab, got, gotTab) {
+		t.Errorf("after truncation, the PLT's rule: %+v (%v), want %+v", got, ok, pltRule)
+	}
+	// Its expression still evaluates: its bytes are not the mapping's.
+	if e := gotTab.complex[got.cfaOff].cfa.expr; len(e) == 0 || e[0] == 0 {
+		t.Errorf("the PLT's CFA expression after truncation: % x", e)
 	}
 }
 
@@ -98,7 +179,8 @@ func sameRule(a rule, at *Table, b rule, bt *Table) bool {
 // BenchmarkLoadTable reads libc's unwind table as the unwinder does
 // (loadTable): every FDE built at once (whole), or on demand (lazy)
 // with the FDEs of 300 functions then looked up, about what a profile
-// touches. Reports the table's bytes as the cache counts them.
+// touches; mapped is lazy with .eh_frame mapped, not read (loadTable
+// itself). Reports the table's bytes as the cache counts them.
 func BenchmarkLoadTable(b *testing.B) {
 	const path = "/lib/x86_64-linux-gnu/libc.so.6"
 	f, err := elf.Open(path)
@@ -110,22 +192,24 @@ func BenchmarkLoadTable(b *testing.B) {
 	data, _ := sectionData(eh)
 	starts, _ := ehFrameHdrTable(hb, hdr.Addr, eh.Addr, uint64(len(data)))
 	f.Close()
-	for _, lazy := range []bool{false, true} {
-		name := "whole"
-		if lazy {
-			name = "lazy"
-		}
+	for _, name := range []string{"whole", "lazy", "mapped"} {
 		b.Run(name, func(b *testing.B) {
 			var tab *Table
 			for b.Loop() {
-				f, err := elf.Open(path)
-				if err != nil {
-					b.Fatal(err)
+				if name == "mapped" {
+					if tab, err = loadTable(path, ""); err != nil || tab.fdes == nil || tab.fdes.mapped == nil {
+						b.Fatalf("loadTable: %v (not lazy and mapped)", err)
+					}
+				} else {
+					f, err := elf.Open(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if tab, err = newTable(f, nil, name == "lazy"); err != nil {
+						b.Fatal(err)
+					}
+					f.Close()
 				}
-				if tab, err = newTable(f, nil, lazy); err != nil {
-					b.Fatal(err)
-				}
-				f.Close()
 				for i := 0; i < len(starts); i += len(starts) / 300 {
 					tab.lookup(starts[i] + 1)
 				}
