@@ -46,6 +46,11 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// copyBufs holds the buffers that entries' CRC-32Cs are read through
+// (32 KiB, io.Copy's size), reused rather than one allocated an entry:
+// a run checks a dozen entries and more at start-up.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // NewSectionCache returns the cache in dir, or nil (no cache) when dir
 // is "".
 func NewSectionCache(dir string, maxBytes int64) *SectionCache {
@@ -137,7 +142,10 @@ func (s *cacheSlot) openIf(ok func(size, n uint64) bool) (*os.File, int) {
 		return nil, 0
 	}
 	h := crc32.New(castagnoli)
-	if got, _ := io.Copy(h, io.NewSectionReader(f, cacheHeaderLen, int64(n))); uint64(got) != n || h.Sum32() != sum {
+	buf := copyBufs.Get().(*[]byte)
+	got, _ := io.CopyBuffer(h, io.NewSectionReader(f, cacheHeaderLen, int64(n)), *buf)
+	copyBufs.Put(buf)
+	if uint64(got) != n || h.Sum32() != sum {
 		f.Close()
 		return nil, 0
 	}
