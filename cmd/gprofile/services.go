@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/pprof/profile"
 
@@ -15,7 +16,10 @@ import (
 // containerID matches a container's cgroup directory: docker-ID.scope,
 // cri-containerd-ID.scope, crio-ID.scope, libpod-ID.scope, or the bare
 // 64-hex ID (cgroupfs drivers).
-var containerID = regexp.MustCompile(`^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$`)
+// It is compiled on first use, not at every start of gprofile.
+var containerID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$`)
+})
 
 // serviceOfCgroup returns the service a cgroup v2 path stands for: the
 // short (12-hex) ID of the innermost container, else the innermost
@@ -24,7 +28,7 @@ var containerID = regexp.MustCompile(`^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$`
 func serviceOfCgroup(cg string) string {
 	parts := strings.Split(strings.Trim(cg, "/"), "/")
 	for i := len(parts) - 1; i >= 0; i-- {
-		if m := containerID.FindStringSubmatch(parts[i]); m != nil {
+		if m := containerID().FindStringSubmatch(parts[i]); m != nil {
 			return m[1][:12]
 		}
 	}

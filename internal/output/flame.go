@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The flame graph page and the libraries it inlines: d3 and d3-flame-graph
@@ -24,7 +25,11 @@ var (
 	//go:embed flamegraph/d3-flamegraph.css
 	flameGraphCSS string
 
-	flameTemplate = template.Must(template.New("flame").Parse(flameHTML))
+	// flameTemplate is parsed on first use, not at every start of
+	// gprofile (package init runs for every command).
+	flameTemplate = sync.OnceValue(func() *template.Template {
+		return template.Must(template.New("flame").Parse(flameHTML))
+	})
 )
 
 // flameRootName is the name of the flame graph's root frame, as in
@@ -65,7 +70,7 @@ func WriteFlameHTML(w io.Writer, a *Aggregator, title string) error {
 		return fmt.Errorf("write flame graph: %w", err)
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	err = flameTemplate.Execute(bw, struct {
+	err = flameTemplate().Execute(bw, struct {
 		Title          string
 		Tree           template.JS
 		D3, FlameGraph template.JS

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -326,14 +327,15 @@ func (b *builder) setMappingFlags() {
 
 // sharedLibRx matches the base names of shared libraries: libc.so.6,
 // libfoo.so, libbar.so_1.
-var sharedLibRx = regexp.MustCompile(`\.so($|[._][0-9])`)
+// It is compiled on first use, not at every start of gprofile.
+var sharedLibRx = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\.so($|[._][0-9])`) })
 
 // mainIndex returns the index of the first mapping of an executable that
 // is not a shared library or a pseudo-file, or -1.
 func mainIndex(mappings []*profile.Mapping) int {
 	return slices.IndexFunc(mappings, func(m *profile.Mapping) bool {
 		base := filepath.Base(strings.TrimSuffix(m.File, " (deleted)"))
-		return m.File != "" && !strings.HasPrefix(base, "[") && !sharedLibRx.MatchString(base)
+		return m.File != "" && !strings.HasPrefix(base, "[") && !sharedLibRx().MatchString(base)
 	})
 }
 
