@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 
@@ -43,7 +44,8 @@ type lineMemo struct {
 	id      string                  // build ID, "" when none: kept in memory only
 	once    sync.Once               // reads the file on first use
 	mu      sync.Mutex
-	sorted  []memoRange // by lo
+	file    memoFile    // the ranges read from the file, their lines decoded on lookup
+	sorted  []memoRange // found this run, by lo
 	pending []memoRange // added since the last merge into sorted, at most maxPending
 	added   int         // answers found since the file was read
 }
@@ -53,6 +55,20 @@ type lineMemo struct {
 type memoRange struct {
 	lo, hi uint64
 	lines  []srcline.Line
+}
+
+// memoFile is a line memo as its file holds it (parseLineMemo): the
+// ranges' bounds decoded for lookups, and each range's lines left
+// encoded in body until one of its addresses is looked up, so that a
+// memo read back costs about 20 bytes a range in the heap rather than
+// its decoded lines (a libpython's memo of thousands of ranges: over a
+// MiB). The zero value holds no range.
+type memoFile struct {
+	strs []string // the string table
+	los  []uint64 // range starts, ascending
+	his  []uint64 // range ends, in the same order
+	offs []uint32 // where each range's number of lines starts in body
+	body []byte
 }
 
 // maxPending is how many new ranges wait, unsorted, before they are
@@ -65,14 +81,31 @@ func (lm *lineMemo) lines(elfAddr uint64) (ls []srcline.Line, ok bool) {
 	lm.once.Do(lm.load)
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
+	// The range that starts last at or before elfAddr, of the file's and
+	// this run's (the later one where both start there, as when they
+	// were one sorted list).
+	f := &lm.file
+	fi, _ := slices.BinarySearchFunc(f.los, elfAddr, func(lo, a uint64) int {
+		if lo <= a {
+			return -1
+		}
+		return 1
+	})
 	i, _ := slices.BinarySearchFunc(lm.sorted, elfAddr, func(r memoRange, a uint64) int {
 		if r.lo <= a {
 			return -1
 		}
 		return 1
 	})
-	if i > 0 && elfAddr < lm.sorted[i-1].hi {
-		return slices.Clone(lm.sorted[i-1].lines), true
+	switch {
+	case i > 0 && (fi == 0 || lm.sorted[i-1].lo >= f.los[fi-1]):
+		if elfAddr < lm.sorted[i-1].hi {
+			return slices.Clone(lm.sorted[i-1].lines), true
+		}
+	case fi > 0:
+		if elfAddr < f.his[fi-1] {
+			return f.rangeLines(fi - 1), true
+		}
 	}
 	for _, r := range lm.pending {
 		if r.lo <= elfAddr && elfAddr < r.hi {
@@ -90,7 +123,7 @@ func (lm *lineMemo) add(lo, hi uint64, ls []srcline.Line) {
 	}
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	if len(lm.sorted)+len(lm.pending) >= maxMemoAddrs {
+	if len(lm.file.los)+len(lm.sorted)+len(lm.pending) >= maxMemoAddrs {
 		return
 	}
 	lm.pending = append(lm.pending, memoRange{lo, hi, slices.Clone(ls)})
@@ -125,13 +158,13 @@ func (lm *lineMemo) load() {
 	if data == nil {
 		return
 	}
-	rs, err := decodeLineMemo(data)
+	f, err := parseLineMemo(data)
 	if err != nil {
 		return
 	}
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	lm.sorted = rs
+	lm.file = f
 }
 
 // save writes the memo's file when answers were added since it was read.
@@ -145,21 +178,28 @@ func (lm *lineMemo) save() {
 		return
 	}
 	lm.mergeLocked()
-	data := encodeLineMemo(lm.sorted)
+	data := encodeLineMemo(&lm.file, lm.sorted)
 	lm.added = 0
 	lm.mu.Unlock()
 	lm.cache.Put(lm.id, lineMemoName, data)
 }
 
-// encodeLineMemo encodes rs (sorted by lo): lineMemoMagic, then
-// uvarints: the number of strings and each string (length, bytes), the
-// number of ranges, and for each range its lo's delta from the previous
-// lo, its length, its number of lines and each line's function, system
-// name and file (string indexes) and line number. The section cache adds
-// a CRC-32C.
-func encodeLineMemo(rs []memoRange) []byte {
-	ids := map[string]uint64{}
-	var strs []string
+// encodeLineMemo encodes the ranges of f and rs (sorted by lo), in the
+// order of their starts (f's first where both start at one address):
+// lineMemoMagic, then uvarints: the number of strings and each string
+// (length, bytes), the number of ranges, and for each range its lo's
+// delta from the previous lo, its length, its number of lines and each
+// line's function, system name and file (string indexes) and line
+// number. f's strings keep their indexes, so that its ranges' lines are
+// copied as they are encoded. The section cache adds a CRC-32C.
+func encodeLineMemo(f *memoFile, rs []memoRange) []byte {
+	ids := make(map[string]uint64, len(f.strs))
+	strs := slices.Clone(f.strs)
+	for i, s := range strs {
+		if _, ok := ids[s]; !ok {
+			ids[s] = uint64(i)
+		}
+	}
 	id := func(s string) uint64 {
 		i, ok := ids[s]
 		if !ok {
@@ -170,11 +210,24 @@ func encodeLineMemo(rs []memoRange) []byte {
 		return i
 	}
 	var body []byte
-	body = binary.AppendUvarint(body, uint64(len(rs)))
+	body = binary.AppendUvarint(body, uint64(len(f.los)+len(rs)))
 	prev := uint64(0)
-	for _, r := range rs {
-		body = binary.AppendUvarint(body, r.lo-prev)
-		body = binary.AppendUvarint(body, r.hi-r.lo)
+	head := func(lo, hi uint64) {
+		body = binary.AppendUvarint(body, lo-prev)
+		body = binary.AppendUvarint(body, hi-lo)
+		prev = lo
+	}
+	fi := 0
+	for fi < len(f.los) || len(rs) > 0 {
+		if fi < len(f.los) && (len(rs) == 0 || f.los[fi] <= rs[0].lo) {
+			head(f.los[fi], f.his[fi])
+			body = append(body, f.encodedLines(fi)...)
+			fi++
+			continue
+		}
+		r := rs[0]
+		rs = rs[1:]
+		head(r.lo, r.hi)
 		body = binary.AppendUvarint(body, uint64(len(r.lines)))
 		for _, l := range r.lines {
 			body = binary.AppendUvarint(body, id(l.Function))
@@ -182,7 +235,6 @@ func encodeLineMemo(rs []memoRange) []byte {
 			body = binary.AppendUvarint(body, id(l.File))
 			body = binary.AppendUvarint(body, uint64(l.Line))
 		}
-		prev = r.lo
 	}
 	out := append([]byte(lineMemoMagic), binary.AppendUvarint(nil, uint64(len(strs)))...)
 	for _, s := range strs {
@@ -195,12 +247,15 @@ func encodeLineMemo(rs []memoRange) []byte {
 // errBadLineMemo is every decoding error of a line memo.
 var errBadLineMemo = errors.New("bad line memo")
 
-// decodeLineMemo decodes what encodeLineMemo wrote, refusing anything
+// parseLineMemo reads what encodeLineMemo wrote into a memoFile: the
+// strings and the ranges' bounds, each range's lines checked (their
+// string indexes and line numbers) but left encoded. It refuses anything
 // past the memo's bounds, ranges out of order and empty or wrapping
 // ranges; a bad input is an error, never a panic.
-func decodeLineMemo(data []byte) ([]memoRange, error) {
+func parseLineMemo(data []byte) (memoFile, error) {
+	var f memoFile
 	if len(data) < len(lineMemoMagic) || string(data[:len(lineMemoMagic)]) != lineMemoMagic {
-		return nil, errBadLineMemo
+		return f, errBadLineMemo
 	}
 	d := data[len(lineMemoMagic):]
 	bad := false
@@ -216,57 +271,94 @@ func decodeLineMemo(data []byte) ([]memoRange, error) {
 	}
 	nstr := next()
 	if bad || nstr > uint64(len(d)) { // each string takes a byte at least
-		return nil, errBadLineMemo
+		return f, errBadLineMemo
 	}
-	strs := make([]string, nstr)
-	for i := range strs {
+	f.strs = make([]string, nstr)
+	for i := range f.strs {
 		n := next()
 		if bad || n > uint64(len(d)) {
-			return nil, errBadLineMemo
+			return memoFile{}, errBadLineMemo
 		}
-		strs[i] = string(d[:n])
+		f.strs[i] = string(d[:n])
 		d = d[n:]
 	}
-	str := func() string {
-		i := next()
-		if i >= uint64(len(strs)) {
-			bad = true
-			return ""
-		}
-		return strs[i]
-	}
 	n := next()
-	if bad || n > maxMemoAddrs || n > uint64(len(d)) {
-		return nil, errBadLineMemo
+	if bad || n > maxMemoAddrs || n > uint64(len(d)) || len(d) > math.MaxUint32 {
+		return memoFile{}, errBadLineMemo
 	}
-	rs := make([]memoRange, 0, n)
+	f.body = d
+	f.los, f.his, f.offs = make([]uint64, 0, n), make([]uint64, 0, n), make([]uint32, 0, n)
 	lo := uint64(0)
 	for range n {
-		delta, width, nl := next(), next(), next()
-		if bad || nl > maxMemoLines || width == 0 || (delta == 0 && len(rs) > 0) || lo+delta < lo || lo+delta+width < lo+delta {
-			return nil, errBadLineMemo
+		delta, width := next(), next()
+		off := len(f.body) - len(d)
+		nl := next()
+		if bad || nl > maxMemoLines || width == 0 || (delta == 0 && len(f.los) > 0) || lo+delta < lo || lo+delta+width < lo+delta {
+			return memoFile{}, errBadLineMemo
 		}
 		lo += delta
-		r := memoRange{lo: lo, hi: lo + width}
-		if nl > 0 {
-			r.lines = make([]srcline.Line, nl)
-		}
-		for i := range r.lines {
-			l := &r.lines[i]
-			l.Function, l.SystemName, l.File = str(), str(), str()
-			ln := next()
-			if ln > 1<<31-1 {
-				bad = true
+		for range nl {
+			fn, sys, file, ln := next(), next(), next(), next()
+			if bad || fn >= nstr || sys >= nstr || file >= nstr || ln > 1<<31-1 {
+				return memoFile{}, errBadLineMemo
 			}
-			l.Line = int(ln)
 		}
-		if bad {
-			return nil, errBadLineMemo
-		}
-		rs = append(rs, r)
+		f.los, f.his, f.offs = append(f.los, lo), append(f.his, lo+width), append(f.offs, uint32(off))
 	}
 	if len(d) != 0 {
-		return nil, errBadLineMemo
+		return memoFile{}, errBadLineMemo
 	}
-	return rs, nil
+	return f, nil
+}
+
+// encodedLines returns the encoding of range i's lines: their number,
+// then each line's string indexes and line number (checked by
+// parseLineMemo).
+func (f *memoFile) encodedLines(i int) []byte {
+	end := len(f.body)
+	if i+1 < len(f.offs) {
+		// The next range's lo delta and length precede its lines.
+		end = int(f.offs[i+1])
+		for range 2 {
+			end = uvarintStart(f.body[:end])
+		}
+	}
+	return f.body[f.offs[i]:end]
+}
+
+// uvarintStart returns where the uvarint that ends b starts.
+func uvarintStart(b []byte) int {
+	i := len(b) - 1 // its last byte has the high bit clear
+	for i > 0 && b[i-1]&0x80 != 0 {
+		i--
+	}
+	return i
+}
+
+// rangeLines decodes range i's lines (nil when it has none).
+func (f *memoFile) rangeLines(i int) []srcline.Line {
+	d := f.body[f.offs[i]:]
+	next := func() uint64 {
+		v, n := binary.Uvarint(d)
+		d = d[n:]
+		return v
+	}
+	nl := next()
+	if nl == 0 {
+		return nil
+	}
+	ls := make([]srcline.Line, nl)
+	for j := range ls {
+		ls[j] = srcline.Line{Function: f.strs[next()], SystemName: f.strs[next()], File: f.strs[next()], Line: int(next())}
+	}
+	return ls
+}
+
+// ranges decodes every range of f.
+func (f *memoFile) ranges() []memoRange {
+	rs := make([]memoRange, len(f.los))
+	for i := range rs {
+		rs[i] = memoRange{lo: f.los[i], hi: f.his[i], lines: f.rangeLines(i)}
+	}
+	return rs
 }

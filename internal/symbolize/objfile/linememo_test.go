@@ -99,6 +99,22 @@ func TestLineMemoAcrossRuns(t *testing.T) {
 	plain.SaveCache() // no cache directory: nothing to write, no panic
 }
 
+// decodeAll parses an encoded memo and decodes all its ranges.
+func decodeAll(data []byte) ([]memoRange, error) {
+	f, err := parseLineMemo(data)
+	if err != nil {
+		return nil, err
+	}
+	return f.ranges(), nil
+}
+
+// sameRanges reports whether a and b hold the same ranges and lines.
+func sameRanges(a, b []memoRange) bool {
+	return slices.EqualFunc(a, b, func(a, b memoRange) bool {
+		return a.lo == b.lo && a.hi == b.hi && slices.Equal(a.lines, b.lines)
+	})
+}
+
 // TestLineMemoEncoding checks that a memo decodes to what was encoded and
 // that every shorter prefix of its encoding, and one byte more, is
 // refused.
@@ -108,44 +124,100 @@ func TestLineMemoEncoding(t *testing.T) {
 		{lo: 0x1004, hi: 0x1010},
 		{lo: 0x2000, hi: 0x2001, lines: []srcline.Line{{File: "b.c", Line: 1 << 20}}},
 	}
-	enc := encodeLineMemo(rs)
-	got, err := decodeLineMemo(enc)
+	enc := encodeLineMemo(&memoFile{}, rs)
+	got, err := decodeAll(enc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.EqualFunc(got, rs, func(a, b memoRange) bool {
-		return a.lo == b.lo && a.hi == b.hi && slices.Equal(a.lines, b.lines)
-	}) {
+	if !sameRanges(got, rs) {
 		t.Errorf("decode(encode(rs)) = %v, want %v", got, rs)
 	}
 	for n := range len(enc) {
-		if _, err := decodeLineMemo(enc[:n]); err == nil {
+		if _, err := parseLineMemo(enc[:n]); err == nil {
 			t.Errorf("a memo cut to %d of %d bytes was read", n, len(enc))
 		}
 	}
-	if _, err := decodeLineMemo(append(enc, 0)); err == nil {
+	if _, err := parseLineMemo(append(enc, 0)); err == nil {
 		t.Error("a memo with a trailing byte was read")
 	}
 }
 
-// FuzzLineMemoDecode feeds decodeLineMemo arbitrary bytes: it must refuse
-// or decode without panicking, and what it decodes must encode back to
-// an equal memo.
+// TestLineMemoFileAndNew: a memo read back keeps its ranges' lines
+// encoded and decodes a range when one of its addresses is looked up;
+// ranges found in this run, before and after those of the file and
+// between them, answer too; saving writes both, in order, with the
+// file's lines copied as they were encoded.
+func TestLineMemoFileAndNew(t *testing.T) {
+	l := func(fn string, line int) []srcline.Line {
+		return []srcline.Line{{Function: fn, SystemName: "_" + fn, File: fn + ".c", Line: line}}
+	}
+	fileRanges := []memoRange{
+		{lo: 0x1000, hi: 0x1010, lines: l("a", 1)},
+		{lo: 0x1010, hi: 0x1020}, // no line information
+		{lo: 0x3000, hi: 0x3100, lines: append(l("b", 2), l("c", 3)...)},
+	}
+	f, err := parseLineMemo(encodeLineMemo(&memoFile{}, fileRanges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := &lineMemo{file: f}
+	lm.once.Do(func() {}) // read already
+	newRanges := []memoRange{
+		{lo: 0x500, hi: 0x600, lines: l("d", 4)},
+		{lo: 0x2000, hi: 0x2010, lines: l("e", 5)},
+		{lo: 0x4000, hi: 0x4001, lines: l("a", 6)}, // a string of the file's
+	}
+	for _, r := range newRanges {
+		lm.add(r.lo, r.hi, r.lines)
+	}
+	all := slices.Concat(fileRanges, newRanges)
+	slices.SortFunc(all, func(a, b memoRange) int { return int(a.lo) - int(b.lo) })
+	for _, r := range all {
+		for _, a := range []uint64{r.lo, r.hi - 1} {
+			if got, ok := lm.lines(a); !ok || !slices.Equal(got, r.lines) {
+				t.Errorf("lines(%#x) = %v (%v), want %v", a, got, ok, r.lines)
+			}
+		}
+	}
+	for _, a := range []uint64{0x400, 0x600, 0x1020, 0x2010, 0x3100, 0x5000} {
+		if got, ok := lm.lines(a); ok {
+			t.Errorf("lines(%#x) = %v, want no answer", a, got)
+		}
+	}
+	lm.mu.Lock()
+	lm.mergeLocked()
+	enc := encodeLineMemo(&lm.file, lm.sorted)
+	lm.mu.Unlock()
+	got, err := decodeAll(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameRanges(got, all) {
+		t.Errorf("saved memo = %v, want %v", got, all)
+	}
+	// Encoded again from the file alone: the same bytes.
+	if again := encodeLineMemo(&f, nil); !slices.Equal(again, encodeLineMemo(&memoFile{}, fileRanges)) {
+		t.Error("a memo file encoded again differs from its first encoding")
+	}
+}
+
+// FuzzLineMemoDecode feeds parseLineMemo arbitrary bytes: it must refuse
+// or read without panicking, and what it reads must decode, and encode
+// back to an equal memo, both from the file (its lines copied) and
+// from its decoded ranges.
 func FuzzLineMemoDecode(f *testing.F) {
-	f.Add(encodeLineMemo([]memoRange{{lo: 1, hi: 5, lines: []srcline.Line{{Function: "f", File: "x.c", Line: 2}}}}))
+	f.Add(encodeLineMemo(&memoFile{}, []memoRange{{lo: 1, hi: 5, lines: []srcline.Line{{Function: "f", File: "x.c", Line: 2}}}}))
 	f.Add([]byte(lineMemoMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rs, err := decodeLineMemo(data)
+		mf, err := parseLineMemo(data)
 		if err != nil {
 			return
 		}
-		again, err := decodeLineMemo(encodeLineMemo(rs))
-		if err != nil || len(again) != len(rs) {
-			t.Fatalf("re-encoded memo: %d ranges, %v; want %d", len(again), err, len(rs))
-		}
-		for i := range rs {
-			if rs[i].lo != again[i].lo || rs[i].hi != again[i].hi || !slices.Equal(rs[i].lines, again[i].lines) {
-				t.Fatalf("range %d: %v, re-encoded %v", i, rs[i], again[i])
+		rs := mf.ranges()
+		for _, enc := range [][]byte{encodeLineMemo(&mf, nil), encodeLineMemo(&memoFile{}, rs)} {
+			again, err := decodeAll(enc)
+			if err != nil || !sameRanges(again, rs) {
+				t.Fatalf("re-encoded memo: %v, %v; want %v", again, err, rs)
 			}
 		}
 	})
