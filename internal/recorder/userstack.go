@@ -77,6 +77,13 @@ const (
 	maxTopCutsPerTID = 2
 )
 
+// workerMemoBits sizes the worker's rule memo (unwind.Unwinder.Sibling):
+// 2048 slots, 48 KiB, where the reader's has 16384. The worker unwinds
+// only the samples the reader deferred, most of them at start-up, whose
+// few thousand lookups would touch every page of a memo as large as the
+// reader's (a page fault each) for little reuse.
+const workerMemoBits = 11
+
 // maxDeferredBytes bounds the stack windows copied for the worker and not
 // unwound yet: 8 MiB, about 800 windows of 10 KiB.
 const maxDeferredBytes = 8 << 20

@@ -244,7 +244,7 @@ func BenchmarkUnwindMemo(b *testing.B) {
 			pcs = append(pcs, starts[i]+1)
 		}
 	}
-	memo := new(ruleMemo)
+	memo := newRuleMemo(ruleMemoBits)
 	for name, lookup := range map[string]func(uint64) (rule, *Table, bool){
 		"memo":  func(pc uint64) (rule, *Table, bool) { return memo.lookup(tab, pc) },
 		"table": tab.lookup,
@@ -292,7 +292,7 @@ func twoLibcTables(t *testing.T) (a, b *Table) {
 // other shows.
 func TestRuleMemoMatchesTable(t *testing.T) {
 	a, b := twoLibcTables(t)
-	memo := new(ruleMemo)
+	memo := newRuleMemo(ruleMemoBits)
 	span := uint64(a.pcs[len(a.pcs)-1])
 	hits := 0
 	for round := range 3 {
@@ -351,7 +351,7 @@ func TestSiblingsConcurrent(t *testing.T) {
 	for g := range 4 {
 		w := u
 		if g > 0 {
-			w = u.Sibling()
+			w = u.Sibling(0)
 		}
 		wg.Add(1)
 		go func() {
@@ -371,7 +371,25 @@ func TestSiblingsConcurrent(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	if st := u.Sibling().Stats(); st.Tables == 0 || st != u.Stats() {
+	if st := u.Sibling(0).Stats(); st.Tables == 0 || st != u.Stats() {
 		t.Errorf("a Sibling's Stats %+v, the Unwinder's %+v: want the same tables", st, u.Stats())
+	}
+}
+
+// TestSiblingMemoSize: a Sibling's rule memo has the slots asked for, or
+// the default's when none are, and shares the tables.
+func TestSiblingMemoSize(t *testing.T) {
+	u := New(Options{})
+	for _, c := range []struct{ bits, want int }{{0, 1 << ruleMemoBits}, {11, 2048}, {1, 2}} {
+		s := u.Sibling(c.bits)
+		if n := len(s.memo.slots); n != c.want {
+			t.Errorf("Sibling(%d): %d memo slots, want %d", c.bits, n, c.want)
+		}
+		if s.cache != u.cache || s.memo == u.memo {
+			t.Errorf("Sibling(%d) shares the memo or not the tables", c.bits)
+		}
+	}
+	if n := len(u.memo.slots); n != 1<<ruleMemoBits {
+		t.Errorf("New: %d memo slots, want %d", n, 1<<ruleMemoBits)
 	}
 }

@@ -19,7 +19,14 @@ const ruleMemoBits = 14
 // entry names its table by Table.memoID, not by pointer, so that it
 // keeps no table alive past the table cache's eviction.
 type ruleMemo struct {
-	slots [1 << ruleMemoBits]memoRule
+	slots []memoRule // 1<<bits of them
+	shift uint       // 64 - bits
+}
+
+// newRuleMemo returns an empty memo of 1<<bits slots (1 ≤ bits ≤ 24).
+func newRuleMemo(bits int) *ruleMemo {
+	bits = min(max(bits, 1), 24)
+	return &ruleMemo{slots: make([]memoRule, 1<<bits), shift: uint(64 - bits)}
 }
 
 // memoRule is the rule r of the pc pc (an ELF address) in the table whose
@@ -48,7 +55,7 @@ func (t *Table) memoID() uint32 {
 func (m *ruleMemo) slot(id uint32, pc uint64) *memoRule {
 	h := pc*0x9e3779b97f4a7c15 ^ uint64(id)*0xc2b2ae3d27d4eb4f
 	h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
-	return &m.slots[h>>(64-ruleMemoBits)]
+	return &m.slots[h>>m.shift]
 }
 
 // lookup returns the rule of pc in tab, from the memo or, on a miss, from

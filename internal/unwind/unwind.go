@@ -48,15 +48,19 @@ func New(opts Options) *Unwinder {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = DefaultCacheBytes
 	}
-	return &Unwinder{maxFrames: opts.MaxFrames, cache: newTableCache(opts.CacheBytes), memo: new(ruleMemo), counts: new(loadCounts)}
+	return &Unwinder{maxFrames: opts.MaxFrames, cache: newTableCache(opts.CacheBytes), memo: newRuleMemo(ruleMemoBits), counts: new(loadCounts)}
 }
 
 // Sibling returns an Unwinder for another goroutine: it shares u's
-// tables, options and counters, and has a rule memo of its own (an
-// unsynchronized array of 1<<ruleMemoBits slots, counted in RSS as its
-// pages are touched).
-func (u *Unwinder) Sibling() *Unwinder {
-	return &Unwinder{maxFrames: u.maxFrames, cache: u.cache, memo: new(ruleMemo), counts: u.counts}
+// tables, options and counters, and has a rule memo of its own, an
+// unsynchronized array of 1<<memoBits slots of 24 bytes (1<<ruleMemoBits
+// when memoBits is 0), counted in RSS as its pages are touched: a
+// goroutine that unwinds few stacks needs fewer.
+func (u *Unwinder) Sibling(memoBits int) *Unwinder {
+	if memoBits <= 0 {
+		memoBits = ruleMemoBits
+	}
+	return &Unwinder{maxFrames: u.maxFrames, cache: u.cache, memo: newRuleMemo(memoBits), counts: u.counts}
 }
 
 // Stats are an Unwinder's table counters.
