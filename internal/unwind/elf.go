@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
@@ -56,15 +57,24 @@ func newTableFrom(f *elf.File, pcln io.ReaderAt, lazy bool, lr *elfio.ReaderAt) 
 			}
 		}()
 	}
-	// section reads s, mapped when it can be.
+	// section reads s, mapped when it can be. The mappings stay
+	// reachable (keep) until the table is built: the bytes of a Mapping
+	// do not keep it alive, and it is unmapped once unreachable.
+	var keep []*elfio.Mapping
+	defer func() { runtime.KeepAlive(keep) }()
 	section := func(s *elf.Section) ([]byte, *elfio.Mapping, error) {
 		if lr != nil {
 			if m := elfio.MapSection(lr, s, maxSectionBytes); m != nil {
+				keep = append(keep, m)
 				return m.Data, m, nil
 			}
 		}
 		data, err := sectionData(s)
 		return data, nil, err
+	}
+	read := func(s *elf.Section) ([]byte, error) {
+		data, _, err := section(s)
+		return data, err
 	}
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("not an x86-64 ELF file (%v, %v)", f.Class, f.Machine)
@@ -83,7 +93,7 @@ func newTableFrom(f *elf.File, pcln io.ReaderAt, lazy bool, lr *elfio.ReaderAt) 
 			}
 		}
 		if src != nil {
-			gofn, _ = newGoFuncs(src, int64(s.Size), goTextAddr(f))
+			gofn, _ = newGoFuncs(src, int64(s.Size), goTextAddr(f, read))
 		}
 	}
 	if gofn == nil {

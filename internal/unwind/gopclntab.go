@@ -26,8 +26,9 @@ var errNotGo118 = errors.New(".gopclntab is not Go 1.18 or later")
 // symbol, else the start of .text (Go 1.26 leaves the header's word 0).
 // It scans .symtab in place (scanSymbol): f.Symbols() made a string and a
 // Symbol of every one of a Go binary's tens of thousands of symbols.
-func goTextAddr(f *elf.File) uint64 {
-	if v, ok := symbolValue(f, "runtime.text"); ok {
+// read gives a section's bytes (sectionData, or a mapping of them).
+func goTextAddr(f *elf.File, read func(*elf.Section) ([]byte, error)) uint64 {
+	if v, ok := symbolValue(f, "runtime.text", read); ok {
 		return v
 	}
 	if s := f.Section(".text"); s != nil {
@@ -37,8 +38,8 @@ func goTextAddr(f *elf.File) uint64 {
 }
 
 // symbolValue returns the value of the first symbol of f's .symtab named
-// name (ELF64 little-endian files only).
-func symbolValue(f *elf.File, name string) (uint64, bool) {
+// name (ELF64 little-endian files only), reading the sections with read.
+func symbolValue(f *elf.File, name string, read func(*elf.Section) ([]byte, error)) (uint64, bool) {
 	if f.Class != elf.ELFCLASS64 || f.ByteOrder != binary.LittleEndian {
 		return 0, false
 	}
@@ -46,11 +47,11 @@ func symbolValue(f *elf.File, name string) (uint64, bool) {
 	if symtab == nil || symtab.Link == 0 || int(symtab.Link) >= len(f.Sections) {
 		return 0, false
 	}
-	syms, err := sectionData(symtab)
+	syms, err := read(symtab)
 	if err != nil {
 		return 0, false
 	}
-	strs, err := sectionData(f.Sections[symtab.Link])
+	strs, err := read(f.Sections[symtab.Link])
 	if err != nil {
 		return 0, false
 	}

@@ -178,7 +178,7 @@ func readGoPclntab(tb testing.TB, f *elf.File) *goPclntab {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := parseGoPclntab(pcln, goTextAddr(f))
+	g, err := parseGoPclntab(pcln, goTextAddr(f, sectionData))
 	if err != nil {
 		tb.Fatal(err)
 	}

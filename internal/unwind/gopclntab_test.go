@@ -205,7 +205,7 @@ func TestGoStrippedTopFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wf.Close()
-	if got, want := goTextAddr(f), goTextAddr(wf); got != want {
+	if got, want := goTextAddr(f, sectionData), goTextAddr(wf, sectionData); got != want {
 		t.Errorf("text start %#x in the stripped binary, runtime.text %#x in the unstripped one", got, want)
 	}
 	g := readGoPclntab(t, f)
