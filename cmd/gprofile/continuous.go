@@ -162,7 +162,7 @@ func (e *gzipEncoder) encode(p *profile.Profile) ([]byte, error) {
 	} else {
 		e.zw.Reset(&e.buf)
 	}
-	if err := p.WriteUncompressed(e.zw); err != nil {
+	if err := output.EncodePprof(e.zw, p); err != nil {
 		return nil, fmt.Errorf("write pprof profile: %w", err)
 	}
 	if err := e.zw.Close(); err != nil {

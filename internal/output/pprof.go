@@ -204,7 +204,7 @@ func WritePprof(w io.Writer, a *Aggregator, meta Meta) error {
 	// default level costs much more CPU for a file only a little smaller
 	// (BenchmarkWritePprof reports both).
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if err := p.WriteUncompressed(zw); err != nil {
+	if err := EncodePprof(zw, p); err != nil {
 		return fmt.Errorf("write pprof profile: %w", err)
 	}
 	if err := zw.Close(); err != nil {
