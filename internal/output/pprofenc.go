@@ -32,6 +32,7 @@ type pprofEncoder struct {
 	strs  map[string]int64 // string -> index in table
 	table []string
 	keys  []string // a sample's label keys, sorted
+	hdr   [20]byte // a message's key and length
 }
 
 // str returns the index of s in the string table, adding it.
@@ -189,8 +190,7 @@ func (e *pprofEncoder) messages(p *profile.Profile) {
 
 // message writes e.buf as the field tag, length-delimited.
 func (e *pprofEncoder) message(tag int) {
-	var hdr [2 * 10]byte
-	h := appendKey(hdr[:0], tag, 2)
+	h := appendKey(e.hdr[:0], tag, 2)
 	h = appendVarint(h, uint64(len(e.buf)))
 	e.w.Write(h)
 	e.w.Write(e.buf)
