@@ -311,35 +311,40 @@ var debugDirs = []string{"/usr/lib/debug"}
 // own gets the .debug_frame of its separate debug file when one is
 // installed (found by build ID under root+/usr/lib/debug).
 func loadTable(path, root string) (*Table, error) {
-	f, err := elf.Open(path)
+	// One open file for the headers and the mappings, so that both are
+	// of the same file even if path is replaced meanwhile.
+	of, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	keep := false // the table reads .gopclntab through of
+	defer func() {
+		if !keep {
+			of.Close() // the mappings outlive it
+		}
+	}()
+	f, err := elf.NewFile(of)
+	if err != nil {
+		return nil, err
+	}
 	// A Go binary's table reads .gopclntab from a mapping of the file
-	// (page cache, no system call a function), else through its own open
+	// (page cache, no system call a function), else through the open
 	// file, for as long as the table lives (the mapping is unmapped and
-	// the os.File closed once unreachable).
-	// Its .eh_frame and .eh_frame_hdr are mapped too (newTableFrom).
+	// the os.File closed once unreachable). Its .eh_frame and
+	// .eh_frame_hdr are mapped too (newTableFrom).
 	var pcln io.ReaderAt
 	var mapped *elfio.Mapping
-	of, oerr := os.Open(path)
-	var lr *elfio.ReaderAt
-	if oerr == nil {
-		lr = elfio.NewReaderAt(of, elfio.MaxPclntabBytes)
-	}
-	keep := false // of is pcln
-	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS && lr != nil {
+	lr := elfio.NewReaderAt(of, elfio.MaxPclntabBytes)
+	throughFile := false
+	if s := f.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
 		if mapped = elfio.MapSection(lr, s, elfio.MaxPclntabBytes); mapped != nil {
 			pcln = bytes.NewReader(mapped.Data)
 		} else {
-			pcln, keep = io.NewSectionReader(of, int64(s.Offset), int64(s.Size)), true
+			pcln, throughFile = io.NewSectionReader(of, int64(s.Offset), int64(s.Size)), true
 		}
 	}
 	t, err := newTableFrom(f, pcln, true, lr)
-	if of != nil && (!keep || err != nil || t.gofn == nil) {
-		of.Close() // nothing reads it: the mappings outlive it
-	}
+	keep = throughFile && err == nil && t.gofn != nil
 	if err == nil && t.gofn != nil {
 		t.gofn.mapped = mapped
 	}
