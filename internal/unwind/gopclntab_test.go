@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -306,15 +305,7 @@ func TestGoSPWriteFramePointer(t *testing.T) {
 // of the file; once the file is cut short, a function on the lost pages
 // gets no rule instead of killing the process (SIGBUS).
 func TestGoPclntabMappedTruncated(t *testing.T) {
-	src := buildGoChain(t)
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "chain")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := copyToTemp(t, buildGoChain(t))
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -104,15 +104,7 @@ func TestLazyFDEsMatchWhole(t *testing.T) {
 // built before keeps its rows, which hold nothing of the mapping (an
 // expression rule's bytes are copied: the PLT's CFA expression).
 func TestLazyFDEsMappedTruncated(t *testing.T) {
-	src := testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread")
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "stackdump")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := copyToTemp(t, testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread"))
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +157,21 @@ func TestLazyFDEsMappedTruncated(t *testing.T) {
 	if e := gotTab.complex[got.cfaOff].cfa.expr; len(e) == 0 || e[0] == 0 {
 		t.Errorf("the PLT's CFA expression after truncation: % x", e)
 	}
+}
+
+// copyToTemp copies the binary src into a directory of the test's and
+// returns the copy's path: a file the test may cut short.
+func copyToTemp(t *testing.T, src string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // sameRule reports whether rule a of table at and rule b of table bt
