@@ -240,6 +240,12 @@ func TestDebuginfodTimeout(t *testing.T) {
 	d := newTestDebuginfod(t, hang.URL+" "+stall.URL+" "+good.URL, "0.3")
 	b := loadFile(t, stripped, d.opts())
 	checkNamed(t, b, orig, "leaf", true)
+	// A server sees the client give up (its request's context done) only
+	// once the closed connection reaches it, which may be after loadFile
+	// has returned: wait for it, a bounded time.
+	for deadline := time.Now().Add(5 * time.Second); gaveUp.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := gaveUp.Load(); n != 2 {
 		t.Errorf("the client gave up on %d slow requests, want both (its timeout)", n)
 	}
