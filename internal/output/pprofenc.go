@@ -176,11 +176,7 @@ func (e *pprofEncoder) messages(p *profile.Profile) {
 		b = append(b, vt...)
 	}
 	b = appendUint64Opt(b, 12, uint64(p.Period))
-	comments := make([]uint64, len(p.Comments))
-	for i, c := range p.Comments {
-		comments[i] = uint64(e.strs[c])
-	}
-	b = appendRepeated(b, 13, comments)
+	b = appendRepeated(b, 13, len(p.Comments), func(i int) uint64 { return uint64(e.strs[p.Comments[i]]) })
 	b = appendKey(b, 14, 0) // not optional in pprof's encoding
 	b = appendVarint(b, uint64(e.strs[p.DefaultSampleType]))
 	b = appendUint64Opt(b, 15, uint64(e.strs[p.DocURL]))
@@ -206,39 +202,8 @@ func (e *pprofEncoder) valueType(b []byte, vt *profile.ValueType) []byte {
 // its labels in pprof's order (string labels by key, then numeric ones).
 func (e *pprofEncoder) sample(s *profile.Sample) {
 	b := e.buf[:0]
-	// Location IDs: packed when more than two, as pprof does.
-	if n := len(s.Location); n > 2 {
-		size := 0
-		for _, l := range s.Location {
-			size += sizeVarint(l.ID)
-		}
-		b = appendKey(b, 1, 2)
-		b = appendVarint(b, uint64(size))
-		for _, l := range s.Location {
-			b = appendVarint(b, l.ID)
-		}
-	} else {
-		for _, l := range s.Location {
-			b = appendKey(b, 1, 0)
-			b = appendVarint(b, l.ID)
-		}
-	}
-	if n := len(s.Value); n > 2 {
-		size := 0
-		for _, v := range s.Value {
-			size += sizeVarint(uint64(v))
-		}
-		b = appendKey(b, 2, 2)
-		b = appendVarint(b, uint64(size))
-		for _, v := range s.Value {
-			b = appendVarint(b, uint64(v))
-		}
-	} else {
-		for _, v := range s.Value {
-			b = appendKey(b, 2, 0)
-			b = appendVarint(b, uint64(v))
-		}
-	}
+	b = appendRepeated(b, 1, len(s.Location), func(i int) uint64 { return s.Location[i].ID })
+	b = appendRepeated(b, 2, len(s.Value), func(i int) uint64 { return uint64(s.Value[i]) })
 	label := func(b []byte, key, str, num, unit uint64) []byte {
 		size := sizeOpt(1, key) + sizeOpt(2, str) + sizeOpt(3, num) + sizeOpt(4, unit)
 		b = appendKey(b, 3, 2)
@@ -268,24 +233,25 @@ func (e *pprofEncoder) sample(s *profile.Sample) {
 	e.buf = b
 }
 
-// appendRepeated appends x as field tag: packed when it has more than
-// two values, else one field each (pprof's encodeUint64s).
-func appendRepeated(b []byte, tag int, x []uint64) []byte {
-	if len(x) > 2 {
+// appendRepeated appends the n values at(0) … at(n-1) as field tag:
+// packed when there are more than two, else one field each (pprof's
+// encodeUint64s and encodeInt64s; an int64 as its two's complement).
+func appendRepeated(b []byte, tag, n int, at func(int) uint64) []byte {
+	if n > 2 {
 		size := 0
-		for _, v := range x {
-			size += sizeVarint(v)
+		for i := range n {
+			size += sizeVarint(at(i))
 		}
 		b = appendKey(b, tag, 2)
 		b = appendVarint(b, uint64(size))
-		for _, v := range x {
-			b = appendVarint(b, v)
+		for i := range n {
+			b = appendVarint(b, at(i))
 		}
 		return b
 	}
-	for _, v := range x {
+	for i := range n {
 		b = appendKey(b, tag, 0)
-		b = appendVarint(b, v)
+		b = appendVarint(b, at(i))
 	}
 	return b
 }

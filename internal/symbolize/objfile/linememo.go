@@ -61,8 +61,8 @@ type memoRange struct {
 // ranges' bounds decoded for lookups, and each range's lines left
 // encoded in body until one of its addresses is looked up, so that a
 // memo read back costs about 20 bytes a range in the heap rather than
-// its decoded lines (a libpython's memo of thousands of ranges: over a
-// MiB). The zero value holds no range.
+// its decoded lines (BenchmarkLineMemo/memo). The zero value holds no
+// range.
 type memoFile struct {
 	strs []string // the string table
 	los  []uint64 // range starts, ascending
