@@ -25,10 +25,22 @@ func (f *frameRegs) set(reg int, v uint64) {
 type memory struct {
 	base uint64
 	b    []byte
+	// A second stack (StackSwitch): b2 holds the bytes from base2 up;
+	// nil for none.
+	base2 uint64
+	b2    []byte
+}
+
+// inSecond reports whether addr is in the second stack's bytes.
+func (m *memory) inSecond(addr uint64) bool {
+	return m.b2 != nil && addr >= m.base2 && addr-m.base2 < uint64(len(m.b2))
 }
 
 // read reads size (1, 2, 4 or 8) bytes at addr, little-endian.
 func (m *memory) read(addr uint64, size uint64) (uint64, Stop) {
+	if m.inSecond(addr) {
+		return readIn(m.b2, addr-m.base2, size)
+	}
 	if addr < m.base {
 		return 0, StopReadOutside
 	}
@@ -36,10 +48,18 @@ func (m *memory) read(addr uint64, size uint64) (uint64, Stop) {
 	if off+size < off {
 		return 0, StopReadOutside
 	}
-	if off+size > uint64(len(m.b)) {
+	return readIn(m.b, off, size)
+}
+
+// readIn reads size bytes at off in b (StopWindow past its end).
+func readIn(b []byte, off, size uint64) (uint64, Stop) {
+	if off+size < off {
+		return 0, StopReadOutside
+	}
+	if off+size > uint64(len(b)) {
 		return 0, StopWindow
 	}
-	p := m.b[off : off+size]
+	p := b[off : off+size]
 	switch size {
 	case 1:
 		return uint64(p[0]), 0

@@ -183,7 +183,8 @@ func (g *goFuncs) decode(i int) (rows []goRow) {
 	// the Go assembler's, 1 and 3 bytes) its frame is found from rbp
 	// instead, which it leaves pointing at its frame on the goroutine's
 	// stack: CFA = rbp + 16. The runtime's own traceback stops at such a
-	// function; this goes on when that stack is in the copied window.
+	// function; this goes on into the goroutine's stack, which the
+	// sampler copies too when it finds such a switch (StackSwitch).
 	spWrite := flag&goFlagSPWrite != 0 && !top
 	fpFrom := uint64(0) // offset from which the rbp rule holds; 0: not yet known
 	length := uint64(g.entries[i+1] - g.entries[i])

@@ -159,8 +159,36 @@ func (u *Unwinder) Unwind(dst []uint64, p Process, regs *Regs, stack []byte) ([]
 // or ended by a return address or frame pointer of 0, which proves no
 // top). A copy of [sp, sp+extent) unwinds the same stack whole.
 func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byte) ([]uint64, Stop, uint64) {
+	dst, s, top := u.UnwindSwitch(dst, p, regs, stack, StackSwitch{})
+	if top != 0 {
+		return dst, s, top - regs.SP()
+	}
+	return dst, s, 0
+}
+
+// StackSwitch says that a window holds two stacks (attach.FlagStackSwitch):
+// its first Off bytes are from regs.SP() up, the rest from SP up. The
+// walk may move once from the first to the second, whatever their
+// order in memory: a Go function that switched to the g0 stack to call
+// the vDSO (time.now, runtime.nanotime1) has its frame, and its callers',
+// on the goroutine's stack at SP. The zero StackSwitch is a window of
+// one stack.
+type StackSwitch struct {
+	Off int    // bytes of the window from regs.SP(); 0 for no switch
+	SP  uint64 // the address of the window's byte Off
+}
+
+// UnwindSwitch is UnwindExtent for a window that may hold two stacks
+// (sw), which returns, instead of the extent, the top of the stack the
+// walk ended on (the outermost frame's CFA, an address; 0 when the
+// extent would be 0).
+func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byte, sw StackSwitch) ([]uint64, Stop, uint64) {
 	fr := frameRegs{v: *regs, known: allRegs}
 	mem := memory{base: regs.SP(), b: stack}
+	if sw.Off > 0 && sw.Off <= len(stack) {
+		mem.b, mem.base2, mem.b2 = stack[:sw.Off], sw.SP, stack[sw.Off:]
+	}
+	switched := false
 	pc := regs.IP()
 	dst = append(dst, pc)
 	exact := true // pc is where execution is (leaf, or interrupted by a signal), not a return address
@@ -189,12 +217,19 @@ func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byt
 		var s Stop
 		if s, exact = stepIn(u.memo, tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
 			if s == stopOutermost {
-				return dst, StopComplete, fr.v[RegRSP] - regs.SP()
+				return dst, StopComplete, fr.v[RegRSP]
 			}
 			return dst, s, 0
 		}
 		if fr.v[RegRSP] <= sp {
-			return dst, StopBadRule, 0
+			// Stacks grow down, but one move onto the second stack
+			// may go anywhere.
+			if switched || !mem.inSecond(fr.v[RegRSP]) || mem.inSecond(sp) {
+				return dst, StopBadRule, 0
+			}
+		}
+		if !switched && mem.inSecond(fr.v[RegRSP]) && !mem.inSecond(sp) {
+			switched = true
 		}
 		pc = fr.v[RegRIP]
 		if pc == 0 {
