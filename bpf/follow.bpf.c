@@ -52,10 +52,13 @@ struct fork_record {
 	char comm[TASK_COMM_LEN];
 	__u32 window_len;
 	__u32 probe;
+	__u64 switch_sp;
+	__u32 switch_off;
+	__u32 pad;
 	__u64 regs[17];
 };
 _Static_assert(__builtin_offsetof(struct fork_record, probe) == 68, "struct sample probe");
-_Static_assert(sizeof(struct fork_record) == 208, "struct sample header");
+_Static_assert(sizeof(struct fork_record) == 224, "struct sample header");
 
 // Replaced by the sampler's maps at load; the loader copies their sizes.
 struct {

@@ -71,8 +71,13 @@ struct sample {
 	char comm[TASK_COMM_LEN];
 	__u32 window_len;
 	__u32 probe; // probe samples: the probe index; FLAG_OFFCPU: the state ('S', 'D', 'R') | the number of blocks << 8
+	__u64 switch_sp;  // 0: off-CPU stacks are never switched (profile.bpf.c)
+	__u32 switch_off; // 0
+	__u32 pad;
 	__u64 regs[NUM_REGS];
-	__u8 data[MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
+	// The sampler's size (SWITCH_KEEP there is a page), so that one
+	// decoder reads both.
+	__u8 data[PAGE_SIZE + MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
 };
 
 #define HEADER_LEN __builtin_offsetof(struct sample, data)
@@ -274,6 +279,8 @@ static __always_inline void fill_header(struct sample *s, struct task_struct *ta
 	s->ustack_len = 0;
 	s->window_len = 0;
 	s->probe = state | blocks << 8;
+	s->switch_sp = 0;
+	s->switch_off = 0;
 	BPF_CORE_READ_STR_INTO(&s->comm, task, comm);
 }
 

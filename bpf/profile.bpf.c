@@ -46,6 +46,7 @@
 // 256, 512, 1024: off-CPU records (bpf/offcpu.bpf.c)
 #define FLAG_FORK 2048       // not a sample: process tgid was forked by process probe (no stacks)
 #define FLAG_WINDOW_TOP 4096 // the stack copy stopped at the thread's stack top (stack_tops)
+#define FLAG_STACK_SWITCH 8192 // the window holds two stacks: see switch_sp
 
 // Counter slots of the per-CPU "counters" array (attach.Counter*).
 enum counter {
@@ -67,6 +68,9 @@ enum counter {
 // max_window at or below it. A power of two.
 #define MAX_WINDOW (64 * 1024)
 #define PAGE_SIZE 4096
+// Bytes of the first stack a window that switches stacks keeps at most
+// (go_switched_sp): the frames above sp there are a few small ones.
+#define SWITCH_KEEP PAGE_SIZE
 // Number of user registers recorded: DWARF x86-64 numbers 0 (rax) to 16
 // (the return address column, rip).
 #define NUM_REGS 17
@@ -89,10 +93,15 @@ struct sample {
 	char comm[TASK_COMM_LEN];
 	__u32 window_len; // bytes of user stack in data, from regs[7] up
 	__u32 probe;      // probes: the probe's index (its attach cookie); else 0
+	// FLAG_STACK_SWITCH: the window's first switch_off bytes are from sp,
+	// the rest from switch_sp (go_switched_sp); else both 0.
+	__u64 switch_sp;
+	__u32 switch_off;
+	__u32 pad;
 	__u64 regs[NUM_REGS]; // user registers by DWARF number (FLAG_USER_REGS)
-	// The window (up to MAX_WINDOW, plus a page of slack the verifier
-	// needs for the last page-sized read), then the IPs.
-	__u8 data[MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
+	// The window (up to SWITCH_KEEP + MAX_WINDOW, plus a page of slack the
+	// verifier needs for the last page-sized read), then the IPs.
+	__u8 data[SWITCH_KEEP + MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
 };
 
 // The fixed part of a record: what an event record (FLAG_EXIT, FLAG_EXEC)
@@ -301,7 +310,7 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 	return 1;
 }
 
-// copy_window copies the user stack from sp upward into s->data, page by
+// copy_window copies the user stack from sp upward into s->data from base, page by
 // page (a read that crosses into an unmapped page fails whole), to the
 // first page that does not read (above a stack there is nearly always
 // one: the unmapped gap above [stack], a guard page) and at most
@@ -316,9 +325,9 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 // global function: the verifier checks it once, on its own, instead of
 // checking the rest of the program after each way out of the loop (an
 // inlined copy took a second to load).
-__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
+__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 base)
 {
-	if (!s)
+	if (!s || base > SWITCH_KEEP)
 		return 0;
 	__u64 want = max_window;
 	// A bound below want, 0 for none: the thread's stack top, the end of
@@ -359,7 +368,11 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 			chunk = want - off;
 		if (chunk > PAGE_SIZE) // never: tells the verifier
 			break;
-		if (bpf_probe_read_user(&s->data[off], chunk, (void *)addr) != 0) {
+		__u32 at = base + off;
+		asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
+		if (at > SWITCH_KEEP + MAX_WINDOW) // never: tells the verifier
+			break;
+		if (bpf_probe_read_user(&s->data[at], chunk, (void *)addr) != 0) {
 			s->flags |= FLAG_WINDOW_FAULT;
 			break;
 		}
@@ -370,6 +383,30 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp)
 	if (off >= max_window)
 		s->flags |= FLAG_WINDOW_MAX;
 	return off;
+}
+
+// go_switched_sp returns the goroutine's sp when the sample is in code a
+// Go function called on the g0 stack after switching to it (time.now,
+// runtime.nanotime1 and runtime.vgetrandom1 call the vDSO so): such a
+// function saves the goroutine's sp in r12 (callee-saved, kept by the
+// vDSO) right after its prologue, so its frame pointer is r12 + 16, and
+// its frame and its callers' are on the goroutine's stack, outside the
+// window copied from sp. That frame pointer is rbp itself (a sample in
+// the Go function, or at a vDSO function's first instruction) or the
+// rbp the vDSO function saved at [rbp] (the vDSO keeps frame pointers).
+// It returns 0 for any other sample (w bytes copied from sp).
+static __always_inline __u64 go_switched_sp(struct sample *s, __u64 w)
+{
+	__u64 sp = s->regs[7], bp = s->regs[6], r12 = s->regs[12];
+	if (r12 == 0 || r12 - sp < w)
+		return 0; // r12 is no sp of another stack
+	__u64 i = bp - sp;
+	if (i < w && i + 8 <= w) {
+		if (i > MAX_WINDOW - 8 || (i & 7) != 0)
+			return 0;
+		bp = *(__u64 *)&s->data[i];
+	}
+	return bp - r12 == 16 ? r12 : 0;
 }
 
 // take_sample records the current task's stacks and submits them. in_user
@@ -403,13 +440,28 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 	s->flags = 0;
 	s->window_len = 0;
 	s->probe = probe;
+	s->switch_sp = 0;
+	s->switch_off = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
 	__u64 w = 0;
 	if (dwarf) {
 		if (tgid != 0 && user_regs(regs, s, in_user)) {
 			s->flags |= FLAG_USER_REGS;
-			w = copy_window(s, s->regs[7]);
+			w = copy_window(s, s->regs[7], 0);
+			__u64 gsp = go_switched_sp(s, w);
+			if (gsp != 0) {
+				// The frames above the vDSO's are on the goroutine's
+				// stack: keep the first page of this one and copy that.
+				__u32 keep = w < SWITCH_KEEP ? w : SWITCH_KEEP;
+				// FLAG_WINDOW_TOP stays: a top that cut either copy
+				// is to be checked.
+				s->flags &= ~(FLAG_WINDOW_FAULT | FLAG_WINDOW_MAX);
+				s->flags |= FLAG_STACK_SWITCH;
+				s->switch_sp = gsp;
+				s->switch_off = keep;
+				w = keep + copy_window(s, gsp, keep);
+			}
 			count_add(COUNTER_WINDOW_BYTES, w);
 			if (s->flags & FLAG_WINDOW_FAULT)
 				count(COUNTER_WINDOW_FAULT);
@@ -419,8 +471,8 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 			count(COUNTER_NO_REGS);
 		}
 	}
-	if (w > MAX_WINDOW)
-		w = MAX_WINDOW;
+	if (w > SWITCH_KEEP + MAX_WINDOW)
+		w = SWITCH_KEEP + MAX_WINDOW;
 	s->window_len = w;
 
 	__u64 *ips = (__u64 *)&s->data[w];

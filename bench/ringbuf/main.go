@@ -37,6 +37,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	gpattach "github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/recorder"
 	"golang.org/x/sys/unix"
 )
@@ -354,7 +355,7 @@ func buildTemplates(pid uint32) ([][]byte, error) {
 	names = append(names, "spin")
 	// The layout of struct sample in bpf/profile.bpf.c (attach.DecodeRecord
 	// reads it; its test checks the offsets against the BPF object).
-	const hdr = 208 // the IPs follow the registers and an empty stack window
+	const hdr = gpattach.RecordHeaderBytes // the IPs follow the registers and an empty stack window
 	size := hdr + 8*len(names)
 	var out [][]byte
 	ne := binary.NativeEndian

@@ -246,6 +246,18 @@ func TestDwarfGo(t *testing.T) {
 	dwarfCheck(t, out, symComm(bin), "main.goSpin", "runtime.main", "main.main", "main.goOuter", "main.goMid", "main.goSpin")
 }
 
+// TestDwarfGoVDSO: a Go program that spends its time in time.Now keeps
+// its callers: time.now calls the vDSO on the g0 stack, and the window
+// copied from there does not hold the goroutine's frames, so the sampler
+// copies the goroutine's stack too (FlagStackSwitch). Samples in
+// time.now or in the vDSO (anchor time.now) must hold the chain.
+func TestDwarfGoVDSO(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildGo(t, dwarfSrc+"gonow.go")
+	out := dwarfProfile(t, bin, "1.5")
+	dwarfCheck(t, out, symComm(bin), "time.now", "runtime.main", "main.main", "main.nowOuter", "main.nowMid", "main.nowLeaf", "time.Now", "time.now")
+}
+
 // TestDwarfNode: node's stacks run from _start through V8's C++ frames
 // (CFI), its builtins (no CFI: frame pointers) and JIT code named by its
 // perf map, to the hot JavaScript function.

@@ -43,8 +43,11 @@ type offcpuSample struct {
 	Comm      [16]int8
 	WindowLen uint32
 	Probe     uint32
+	SwitchSp  uint64
+	SwitchOff uint32
+	Pad       uint32
 	Regs      [17]uint64
-	Data      [71664]uint8
+	Data      [75760]uint8
 }
 
 // Names of all BPF objects in the ELF.

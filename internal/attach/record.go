@@ -42,12 +42,24 @@ const (
 	// of such a sample ends at the window, the top was wrong (the thread
 	// is new, or runs on another stack) and should be deleted.
 	FlagWindowTop = 1 << 12
+	// FlagStackSwitch says the window holds two stacks: its first
+	// Sample.SwitchOff bytes were copied from Regs[7] (sp), the rest from
+	// Sample.SwitchSP. The sample was taken in code that a Go function
+	// (time.now, runtime.nanotime1) called after switching to the g0
+	// stack, whose callers are on the goroutine's stack at SwitchSP
+	// (go_switched_sp in bpf/profile.bpf.c).
+	FlagStackSwitch = 1 << 13
 )
 
 // MaxStackWindow is the most bytes of user stack the BPF program can copy
 // per sample (MAX_WINDOW in bpf/profile.bpf.c); Config.StackWindow is at
 // most this.
 const MaxStackWindow = 64 << 10
+
+// SwitchKeep is the most bytes of the first stack a window with
+// FlagStackSwitch keeps (SWITCH_KEEP in bpf/profile.bpf.c): the window
+// is then at most SwitchKeep + MaxStackWindow bytes.
+const SwitchKeep = 4096
 
 // NumRegs is the number of user registers a sample records: DWARF x86-64
 // register numbers 0 (rax) to 16 (rip, the return address column).
@@ -68,13 +80,20 @@ const (
 	offComm     = 48
 	offWinLen   = 64
 	offProbe    = 68 // probe samples: the probe's index; off-CPU records (FlagOffCPU): state | blocks << 8; FlagProcessFork: the parent's tgid
-	offRegs     = 72
-	offData     = 208 // the stack window, then the IPs
+	offSwitchSP = 72
+	offSwitchOf = 80
+	offRegs     = 88
+	offData     = 224 // the stack window, then the IPs
 	commLen     = 16
 	maxIPsBytes = 2 * MaxStackDepth * 8
 	pageSize    = 4096 // the BPF program's read slack after the window
-	maxRecord   = offData + MaxStackWindow + pageSize + maxIPsBytes
+	maxRecord   = offData + SwitchKeep + MaxStackWindow + pageSize + maxIPsBytes
 )
+
+// RecordHeaderBytes is the fixed part of a ring buffer record, in bytes
+// (the offset of data in struct sample, bpf/profile.bpf.c): the stack
+// window, the kernel IPs and the user IPs follow it.
+const RecordHeaderBytes = offData
 
 // Sample is one stack sample as the BPF program recorded it.
 //
@@ -125,8 +144,13 @@ type Sample struct {
 	// Stack is the user stack copied from address Regs[7] (sp) upward, to
 	// the first page that did not read (FlagWindowFault) or
 	// Config.StackWindow bytes (FlagWindowMax), whichever came first.
-	// Empty without FlagUserRegs.
+	// Empty without FlagUserRegs. With FlagStackSwitch its first
+	// SwitchOff bytes are from sp and the rest from SwitchSP.
 	Stack []byte
+	// SwitchSP and SwitchOff are, with FlagStackSwitch, where the second
+	// part of Stack was copied from and where it starts in Stack; else 0.
+	SwitchSP  uint64
+	SwitchOff uint32
 }
 
 // DecodeRecord fills s from one ring buffer record (the layout of struct
@@ -141,8 +165,9 @@ func DecodeRecord(raw []byte, s *Sample) error {
 	klen := ne.Uint32(raw[offKLen:])
 	ulen := ne.Uint32(raw[offULen:])
 	wlen := ne.Uint32(raw[offWinLen:])
-	if klen%8 != 0 || ulen%8 != 0 || int(klen)+int(ulen) > maxIPsBytes || wlen > MaxStackWindow ||
-		offData+int(wlen)+int(klen)+int(ulen) > len(raw) {
+	switchOff := ne.Uint32(raw[offSwitchOf:])
+	if klen%8 != 0 || ulen%8 != 0 || int(klen)+int(ulen) > maxIPsBytes || wlen > SwitchKeep+MaxStackWindow ||
+		offData+int(wlen)+int(klen)+int(ulen) > len(raw) || switchOff > wlen || switchOff > SwitchKeep {
 		return fmt.Errorf("sample record of %d bytes with a window of %d bytes and stacks of %d and %d bytes", len(raw), wlen, klen, ulen)
 	}
 	s.TimeNs = ne.Uint64(raw[offTime:])
@@ -152,6 +177,10 @@ func DecodeRecord(raw []byte, s *Sample) error {
 	s.TID = ne.Uint32(raw[offTid:])
 	s.CPU = ne.Uint32(raw[offCPU:])
 	s.Flags = ne.Uint32(raw[offFlags:])
+	s.SwitchSP, s.SwitchOff = 0, 0
+	if s.Flags&FlagStackSwitch != 0 {
+		s.SwitchSP, s.SwitchOff = ne.Uint64(raw[offSwitchSP:]), switchOff
+	}
 	s.Probe, s.ParentPID, s.OffCPUState, s.OffCPUBlocks = ne.Uint32(raw[offProbe:]), 0, 0, 0
 	switch aux := s.Probe; {
 	case s.Flags&FlagOffCPU != 0:

@@ -26,10 +26,12 @@ func TestRecordLayout(t *testing.T) {
 		{"comm", unsafe.Offsetof(s.Comm), offComm},
 		{"window_len", unsafe.Offsetof(s.WindowLen), offWinLen},
 		{"probe", unsafe.Offsetof(s.Probe), offProbe},
+		{"switch_sp", unsafe.Offsetof(s.SwitchSp), offSwitchSP},
+		{"switch_off", unsafe.Offsetof(s.SwitchOff), offSwitchOf},
 		{"regs", unsafe.Offsetof(s.Regs), offRegs},
 		{"sizeof(regs)", unsafe.Sizeof(s.Regs), 8 * NumRegs},
 		{"data", unsafe.Offsetof(s.Data), offData},
-		{"sizeof(data)", unsafe.Sizeof(s.Data), MaxStackWindow + pageSize + maxIPsBytes},
+		{"sizeof(data)", unsafe.Sizeof(s.Data), SwitchKeep + MaxStackWindow + pageSize + maxIPsBytes},
 		{"sizeof(sample)", unsafe.Sizeof(s), maxRecord},
 	} {
 		if c.got != c.want {
@@ -129,6 +131,31 @@ func TestDecodeRecordDWARF(t *testing.T) {
 	}
 }
 
+// TestDecodeRecordSwitch: a window of two stacks gives where the second
+// starts and its address; the fields are 0 in a record without the flag,
+// whatever its bytes there.
+func TestDecodeRecordSwitch(t *testing.T) {
+	ne := binary.NativeEndian
+	raw := makeDWARFRecord("go", nil, nil, make([]uint64, NumRegs), make([]byte, 48))
+	ne.PutUint32(raw[offFlags:], FlagUserRegs|FlagStackSwitch)
+	ne.PutUint64(raw[offSwitchSP:], 0xc000123400)
+	ne.PutUint32(raw[offSwitchOf:], 16)
+	var s Sample
+	if err := DecodeRecord(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.SwitchSP != 0xc000123400 || s.SwitchOff != 16 || len(s.Stack) != 48 {
+		t.Errorf("switch at %d to %#x in a window of %d bytes, want 16, 0xc000123400, 48", s.SwitchOff, s.SwitchSP, len(s.Stack))
+	}
+	ne.PutUint32(raw[offFlags:], FlagUserRegs)
+	if err := DecodeRecord(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.SwitchSP != 0 || s.SwitchOff != 0 {
+		t.Errorf("without FlagStackSwitch: switch at %d to %#x, want 0, 0", s.SwitchOff, s.SwitchSP)
+	}
+}
+
 func TestDecodeRecordBad(t *testing.T) {
 	good := makeRecord("x", []uint64{1}, []uint64{2, 3})
 	bad := map[string][]byte{
@@ -146,8 +173,14 @@ func TestDecodeRecordBad(t *testing.T) {
 			return b
 		}(),
 		"huge window": func() []byte {
-			b := make([]byte, offData+MaxStackWindow+8)
-			binary.NativeEndian.PutUint32(b[offWinLen:], MaxStackWindow+8)
+			b := make([]byte, offData+SwitchKeep+MaxStackWindow+8)
+			binary.NativeEndian.PutUint32(b[offWinLen:], SwitchKeep+MaxStackWindow+8)
+			return b
+		}(),
+		"switch past the window": func() []byte {
+			b := makeDWARFRecord("dw", nil, nil, make([]uint64, NumRegs), make([]byte, 64))
+			binary.NativeEndian.PutUint32(b[offFlags:], FlagUserRegs|FlagStackSwitch)
+			binary.NativeEndian.PutUint32(b[offSwitchOf:], 72)
 			return b
 		}(),
 	}

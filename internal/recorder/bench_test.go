@@ -91,7 +91,7 @@ func BenchmarkNewLeaf(b *testing.B) {
 // (bpf/profile.bpf.c).
 func benchRecord(pid uint32, kernel, user []uint64) []byte {
 	ne := binary.NativeEndian
-	const offIPs = 208 // offData: no stack window (frame-pointer mode), then the IPs
+	const offIPs = attach.RecordHeaderBytes // no stack window (frame-pointer mode), then the IPs
 	raw := make([]byte, offIPs+8*(len(kernel)+len(user)))
 	ne.PutUint64(raw[0:], 1)       // time_ns
 	ne.PutUint64(raw[8:], 1000000) // period

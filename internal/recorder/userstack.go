@@ -122,7 +122,11 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	// Into smp's own buffer (empty: no frame-pointer IPs with
 	// registers): a sample in the worker's queue owns its slices.
 	p.missing = false
-	ips, stop, extent := us.u.UnwindExtent(smp.UserIPs[:0], p, &regs, smp.Stack)
+	var sw unwind.StackSwitch // a Go function's vDSO call on the g0 stack
+	if smp.Flags&attach.FlagStackSwitch != 0 {
+		sw = unwind.StackSwitch{Off: int(smp.SwitchOff), SP: smp.SwitchSP}
+	}
+	ips, stop, top := us.u.UnwindSwitch(smp.UserIPs[:0], p, &regs, smp.Stack, sw)
 	if p.missing && us.deferred.Load()+int64(len(smp.Stack)) > maxDeferredBytes {
 		// Too much waits for the worker already: keep the frames found
 		// so far, cut (waiting here for the worker's lock or building a
@@ -136,7 +140,7 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	}
 	us.stops[stop]++
 	if us.tops != nil {
-		us.learnTop(smp, stop, extent)
+		us.learnTop(smp, stop, top)
 	}
 	if stop.Truncated() {
 		ips = append(ips, TruncatedIP)
@@ -147,13 +151,15 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 
 // learnTop learns from one unwound sample the top of its thread's stack
 // (the sampler then copies no more than sp up to there): a whole stack
-// raises the thread's top to sp + extent (unwind.Unwinder.UnwindExtent);
+// raises the thread's top to the CFA of its outermost frame (top,
+// unwind.Unwinder.UnwindSwitch; of the goroutine's stack for a sample
+// whose window switched stacks);
 // a stack cut at the window after the copy stopped at the top
 // (attach.FlagWindowTop: a new thread with a reused tid, or one that
 // switched stacks) deletes it, so that the next samples are copied whole,
 // and after maxTopCutsPerTID such cuts the thread gets no top again.
 // Errors of the map updates leave the copy as it was (a whole window).
-func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, extent uint64) {
+func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, top uint64) {
 	tid := smp.TID
 	if tid == 0 {
 		return
@@ -167,8 +173,7 @@ func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, extent uint
 		}
 		t.top = 0
 		t.cuts++
-	case stop == unwind.StopComplete && extent > 0:
-		top := smp.Regs[unwind.RegRSP] + extent
+	case stop == unwind.StopComplete && top > 0:
 		if t.cuts >= maxTopCutsPerTID || top <= t.top || us.tops.SetStackTop(tid, top) != nil {
 			return
 		}

@@ -57,14 +57,14 @@ func TestLearnTop(t *testing.T) {
 			t.Fatalf("%s: sampler's tops %v, want %v", step, f.m, m)
 		}
 	}
-	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0x100)
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0x7100)
 	want("whole stack", map[uint32]uint64{11: 0x7100})
-	us.learnTop(topSample(10, 11, 0x6f00, 0), unwind.StopComplete, 0x180)
+	us.learnTop(topSample(10, 11, 0x6f00, 0), unwind.StopComplete, 0x7080)
 	want("a lower top", map[uint32]uint64{11: 0x7100})
 	if f.sets != 1 {
 		t.Errorf("%d map updates for a top no higher, want 1", f.sets)
 	}
-	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0x200)
+	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0x7200)
 	want("a higher top", map[uint32]uint64{11: 0x7200})
 	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopComplete, 0)
 	us.learnTop(topSample(10, 11, 0x7000, 0), unwind.StopWindow, 0)
@@ -77,7 +77,7 @@ func TestLearnTop(t *testing.T) {
 		if us.topCuts != uint64(cut) {
 			t.Fatalf("%d cuts counted, want %d", us.topCuts, cut)
 		}
-		us.learnTop(topSample(10, 11, 0x5000, 0), unwind.StopComplete, 0x300)
+		us.learnTop(topSample(10, 11, 0x5000, 0), unwind.StopComplete, 0x5300)
 		if cut < maxTopCutsPerTID {
 			want("relearnt after a cut", map[uint32]uint64{11: 0x5300})
 		} else {
@@ -86,12 +86,12 @@ func TestLearnTop(t *testing.T) {
 	}
 
 	f.fail = true
-	us.learnTop(topSample(10, 12, 0x9000, 0), unwind.StopComplete, 0x40)
+	us.learnTop(topSample(10, 12, 0x9000, 0), unwind.StopComplete, 0x9040)
 	f.fail = false
-	us.learnTop(topSample(10, 12, 0x9000, 0), unwind.StopComplete, 0x40)
-	us.learnTop(topSample(20, 21, 0xa000, 0), unwind.StopComplete, 0x40)
+	us.learnTop(topSample(10, 12, 0x9000, 0), unwind.StopComplete, 0x9040)
+	us.learnTop(topSample(20, 21, 0xa000, 0), unwind.StopComplete, 0xa040)
 	want("after a failed update", map[uint32]uint64{12: 0x9040, 21: 0xa040})
-	us.learnTop(topSample(0, 0, 0xb000, 0), unwind.StopComplete, 0x40)
+	us.learnTop(topSample(0, 0, 0xb000, 0), unwind.StopComplete, 0xb040)
 	want("the idle task", map[uint32]uint64{12: 0x9040, 21: 0xa040})
 
 	us.forget(10)
@@ -99,7 +99,7 @@ func TestLearnTop(t *testing.T) {
 	if _, ok := us.top[11]; ok {
 		t.Errorf("thread 11 (cut) still known after its process was forgotten")
 	}
-	us.learnTop(topSample(10, 11, 0x5000, 0), unwind.StopComplete, 0x300)
+	us.learnTop(topSample(10, 11, 0x5000, 0), unwind.StopComplete, 0x5300)
 	want("a reused tid", map[uint32]uint64{11: 0x5300, 21: 0xa040})
 }
 
