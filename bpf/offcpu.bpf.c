@@ -75,9 +75,9 @@ struct sample {
 	__u32 switch_off; // 0
 	__u32 pad;
 	__u64 regs[NUM_REGS];
-	// The sampler's size (SWITCH_KEEP there is a page), so that one
+	// The sampler's size (SWITCH_KEEP there is two pages), so that one
 	// decoder reads both.
-	__u8 data[PAGE_SIZE + MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
+	__u8 data[2 * PAGE_SIZE + MAX_WINDOW + PAGE_SIZE + 2 * MAX_STACK_DEPTH * 8];
 };
 
 #define HEADER_LEN __builtin_offsetof(struct sample, data)

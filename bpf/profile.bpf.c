@@ -69,8 +69,9 @@ enum counter {
 #define MAX_WINDOW (64 * 1024)
 #define PAGE_SIZE 4096
 // Bytes of the first stack a window that switches stacks keeps at most
-// (go_switched_sp): the frames above sp there are a few small ones.
-#define SWITCH_KEEP PAGE_SIZE
+// (go_switched_sp, fp_switched_sp): the vDSO's frames, or the C frames of
+// a cgo call, above sp there.
+#define SWITCH_KEEP (2 * PAGE_SIZE)
 // Number of user registers recorded: DWARF x86-64 numbers 0 (rax) to 16
 // (the return address column, rip).
 #define NUM_REGS 17
@@ -94,7 +95,7 @@ struct sample {
 	__u32 window_len; // bytes of user stack in data, from regs[7] up
 	__u32 probe;      // probes: the probe's index (its attach cookie); else 0
 	// FLAG_STACK_SWITCH: the window's first switch_off bytes are from sp,
-	// the rest from switch_sp (go_switched_sp); else both 0.
+	// the rest from switch_sp (go_switched_sp, fp_switched_sp); else both 0.
 	__u64 switch_sp;
 	__u32 switch_off;
 	__u32 pad;
@@ -163,6 +164,29 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } stack_tops SEC(".maps");
+
+// Processes whose samples may run on a stack their callers are not on
+// (tgid -> 1): Go programs that call C (cgo: runtime.asmcgocall runs it
+// on the g0 stack). The reader adds a process when its unwind stops in
+// such a switch (Sampler.SetStackSwitch); for its samples the program
+// then copies a second window where the frame pointer leads off the
+// first (fp_switched_sp). LRU: exited processes age out.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} switch_tgids SEC(".maps");
+
+// Slot 0: 1 once the reader has listed any process in switch_tgids, so
+// that the samples of a machine with none look up nothing (an array
+// lookup the verifier inlines).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} switch_any SEC(".maps");
 
 // Per-CPU tracepoint hit counter, for tp_period.
 struct {
@@ -409,6 +433,31 @@ static __always_inline __u64 go_switched_sp(struct sample *s, __u64 w)
 	return bp - r12 == 16 ? r12 : 0;
 }
 
+// fp_switched_sp returns, for a sample of a process in switch_tgids,
+// where the frame pointer leads when it leaves the window (w bytes
+// copied from sp): C code that a Go function called on the g0 stack
+// (cgo) keeps rbp, the Go caller's frame pointer on the goroutine's
+// stack, callee-saved. The frame pointer is rbp, or the caller's rbp
+// saved at [rbp] when rbp is a frame in the window. It returns 0 when
+// it stays in the window, is 0 or unaligned, or tgid is not listed.
+static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgid)
+{
+	__u64 sp = s->regs[7], fp = s->regs[6];
+	__u64 i = fp - sp;
+	if (i < w && i + 8 <= w) {
+		if (i > MAX_WINDOW - 8 || (i & 7) != 0)
+			return 0;
+		fp = *(__u64 *)&s->data[i];
+	}
+	if (fp == 0 || (fp & 7) != 0 || fp - sp < w)
+		return 0;
+	__u32 zero = 0;
+	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
+	if (!any || *any == 0 || !bpf_map_lookup_elem(&switch_tgids, &tgid))
+		return 0;
+	return fp;
+}
+
 // take_sample records the current task's stacks and submits them. in_user
 // says the sample interrupted user mode, where the kernel stack is empty:
 // the kernel walk (get_perf_callchain would find nothing) is then skipped;
@@ -450,9 +499,11 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 			s->flags |= FLAG_USER_REGS;
 			w = copy_window(s, s->regs[7], 0);
 			__u64 gsp = go_switched_sp(s, w);
+			if (gsp == 0)
+				gsp = fp_switched_sp(s, w, tgid);
 			if (gsp != 0) {
-				// The frames above the vDSO's are on the goroutine's
-				// stack: keep the first page of this one and copy that.
+				// The callers are on the goroutine's stack: keep the
+				// first SWITCH_KEEP bytes of this one and copy that.
 				__u32 keep = w < SWITCH_KEEP ? w : SWITCH_KEEP;
 				// FLAG_WINDOW_TOP stays: a top that cut either copy
 				// is to be checked.

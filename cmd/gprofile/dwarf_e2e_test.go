@@ -258,6 +258,20 @@ func TestDwarfGoVDSO(t *testing.T) {
 	dwarfCheck(t, out, symComm(bin), "time.now", "runtime.main", "main.main", "main.nowOuter", "main.nowMid", "main.nowLeaf", "time.Now", "time.now")
 }
 
+// TestDwarfGoCgo: C code called from Go (cgo) keeps its Go callers:
+// runtime.asmcgocall runs it on the g0 stack, so once an unwind of the
+// process is cut there, the reader lists it (switch_tgids) and the
+// sampler copies the goroutine's stack too, where rbp leads. The samples
+// before that (the process's first, while its tables are built) are
+// cut: a 4 s run keeps them under 5%.
+func TestDwarfGoCgo(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	testutil.RequireTool(t, "gcc")
+	bin := testutil.BuildGo(t, dwarfSrc+"gocgo.go")
+	out := dwarfProfile(t, bin, "4")
+	dwarfCheck(t, out, symComm(bin), "c_outer", "runtime.main", "main.main", "main.cgoMid", "main.cgoLeaf", "runtime.asmcgocall.abi0", "c_outer")
+}
+
 // TestDwarfNode: node's stacks run from _start through V8's C++ frames
 // (CFI), its builtins (no CFI: frame pointers) and JIT code named by its
 // perf map, to the hot JavaScript function.

@@ -47,7 +47,7 @@ type offcpuSample struct {
 	SwitchOff uint32
 	Pad       uint32
 	Regs      [17]uint64
-	Data      [75760]uint8
+	Data      [79856]uint8
 }
 
 // Names of all BPF objects in the ELF.

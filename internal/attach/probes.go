@@ -117,7 +117,8 @@ func (s *Sampler) sharedMaps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		"targets": m.Targets, "counters": m.Counters, "events": m.Events, "scratch": m.Scratch,
 		"target_tids": m.TargetTids, "tp_hits": m.TpHits, "probe_hits": m.ProbeHits,
-		"probe_mode": m.ProbeMode, "probe_depth": m.ProbeDepth,
+		"probe_mode": m.ProbeMode, "probe_depth": m.ProbeDepth, "switch_tgids": m.SwitchTgids,
+		"switch_any": m.SwitchAny,
 	}
 }
 

@@ -31,7 +31,7 @@ type profileSample struct {
 	SwitchOff uint32
 	Pad       uint32
 	Regs      [17]uint64
-	Data      [75760]uint8
+	Data      [79856]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -45,6 +45,8 @@ const (
 	profileMapProbeMode           = "probe_mode"
 	profileMapScratch             = "scratch"
 	profileMapStackTops           = "stack_tops"
+	profileMapSwitchAny           = "switch_any"
+	profileMapSwitchTgids         = "switch_tgids"
 	profileMapTargetTids          = "target_tids"
 	profileMapTargets             = "targets"
 	profileMapTpHits              = "tp_hits"
@@ -133,16 +135,18 @@ type profileProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type profileMapSpecs struct {
-	Counters   *ebpf.MapSpec `ebpf:"counters"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	ProbeDepth *ebpf.MapSpec `ebpf:"probe_depth"`
-	ProbeHits  *ebpf.MapSpec `ebpf:"probe_hits"`
-	ProbeMode  *ebpf.MapSpec `ebpf:"probe_mode"`
-	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
-	StackTops  *ebpf.MapSpec `ebpf:"stack_tops"`
-	TargetTids *ebpf.MapSpec `ebpf:"target_tids"`
-	Targets    *ebpf.MapSpec `ebpf:"targets"`
-	TpHits     *ebpf.MapSpec `ebpf:"tp_hits"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	ProbeDepth  *ebpf.MapSpec `ebpf:"probe_depth"`
+	ProbeHits   *ebpf.MapSpec `ebpf:"probe_hits"`
+	ProbeMode   *ebpf.MapSpec `ebpf:"probe_mode"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	StackTops   *ebpf.MapSpec `ebpf:"stack_tops"`
+	SwitchAny   *ebpf.MapSpec `ebpf:"switch_any"`
+	SwitchTgids *ebpf.MapSpec `ebpf:"switch_tgids"`
+	TargetTids  *ebpf.MapSpec `ebpf:"target_tids"`
+	Targets     *ebpf.MapSpec `ebpf:"targets"`
+	TpHits      *ebpf.MapSpec `ebpf:"tp_hits"`
 }
 
 // profileVariableSpecs contains global variables before they are loaded into the kernel.
@@ -188,16 +192,18 @@ func (o *profileObjects) Close() error {
 //
 // It can be passed to loadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type profileMaps struct {
-	Counters   *ebpf.Map `ebpf:"counters"`
-	Events     *ebpf.Map `ebpf:"events"`
-	ProbeDepth *ebpf.Map `ebpf:"probe_depth"`
-	ProbeHits  *ebpf.Map `ebpf:"probe_hits"`
-	ProbeMode  *ebpf.Map `ebpf:"probe_mode"`
-	Scratch    *ebpf.Map `ebpf:"scratch"`
-	StackTops  *ebpf.Map `ebpf:"stack_tops"`
-	TargetTids *ebpf.Map `ebpf:"target_tids"`
-	Targets    *ebpf.Map `ebpf:"targets"`
-	TpHits     *ebpf.Map `ebpf:"tp_hits"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	Events      *ebpf.Map `ebpf:"events"`
+	ProbeDepth  *ebpf.Map `ebpf:"probe_depth"`
+	ProbeHits   *ebpf.Map `ebpf:"probe_hits"`
+	ProbeMode   *ebpf.Map `ebpf:"probe_mode"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	StackTops   *ebpf.Map `ebpf:"stack_tops"`
+	SwitchAny   *ebpf.Map `ebpf:"switch_any"`
+	SwitchTgids *ebpf.Map `ebpf:"switch_tgids"`
+	TargetTids  *ebpf.Map `ebpf:"target_tids"`
+	Targets     *ebpf.Map `ebpf:"targets"`
+	TpHits      *ebpf.Map `ebpf:"tp_hits"`
 }
 
 func (m *profileMaps) Close() error {
@@ -209,6 +215,8 @@ func (m *profileMaps) Close() error {
 		m.ProbeMode,
 		m.Scratch,
 		m.StackTops,
+		m.SwitchAny,
+		m.SwitchTgids,
 		m.TargetTids,
 		m.Targets,
 		m.TpHits,

@@ -59,7 +59,7 @@ const MaxStackWindow = 64 << 10
 // SwitchKeep is the most bytes of the first stack a window with
 // FlagStackSwitch keeps (SWITCH_KEEP in bpf/profile.bpf.c): the window
 // is then at most SwitchKeep + MaxStackWindow bytes.
-const SwitchKeep = 4096
+const SwitchKeep = 8192
 
 // NumRegs is the number of user registers a sample records: DWARF x86-64
 // register numbers 0 (rax) to 16 (rip, the return address column).

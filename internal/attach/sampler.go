@@ -139,6 +139,7 @@ type Sampler struct {
 	cpus      []int
 	ringBytes int
 	objs      bpfObjects
+	switchAny atomic.Bool // switch_any is set (SetStackSwitch)
 	links     []link.Link // tracepoint and probe links; not the sampling events'
 	probes    probeLinks
 	ring      *ringConsumer        // reads the ring in place; nil when it could not be mapped

@@ -92,3 +92,39 @@ func (s *Sampler) DeleteStackTop(tid uint32) error {
 	}
 	return nil
 }
+
+// SetStackSwitch lists process pid in the BPF program's switch_tgids
+// map: its samples whose frame pointer leads off the copied window (C
+// code a Go function called on the g0 stack: cgo) then get a second
+// window copied from where it leads (FlagStackSwitch). The reader lists
+// a process when an unwind stops at such a switch; an LRU map, so
+// processes that exit age out. The first listing turns the lookups on
+// (switch_any): until then samples pay none. Safe from any goroutine.
+func (s *Sampler) SetStackSwitch(pid uint32) error {
+	if s.objs.SwitchTgids == nil {
+		return errors.New("stack switches: sampler not loaded")
+	}
+	if err := s.objs.SwitchTgids.Put(pid, uint8(1)); err != nil {
+		return fmt.Errorf("list process %d for stack switches: %w", pid, err)
+	}
+	if !s.switchAny.Load() { // the program looks pids up from now on
+		if err := s.objs.SwitchAny.Put(uint32(0), uint32(1)); err != nil {
+			return fmt.Errorf("turn stack switches on: %w", err)
+		}
+		s.switchAny.Store(true)
+	}
+	return nil
+}
+
+// DeleteStackSwitch takes process pid off switch_tgids (it exec'd or
+// exited). A process not listed is no error.
+func (s *Sampler) DeleteStackSwitch(pid uint32) error {
+	if s.objs.SwitchTgids == nil {
+		return errors.New("stack switches: sampler not loaded")
+	}
+	err := s.objs.SwitchTgids.Delete(pid)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("take process %d off stack switches: %w", pid, err)
+	}
+	return nil
+}

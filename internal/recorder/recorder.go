@@ -195,6 +195,9 @@ func New(cfg Config) (_ *Recorder, err error) {
 	u, deferred := unwind.New(unwind.Options{}), new(atomic.Int64)
 	r.us = newUserStacks(r.sym, u, deferred, false)
 	r.c.us = newUserStacks(r.sym, u.Sibling(workerMemoBits), deferred, true) // a rule memo of its own
+	if r.sampler != nil && cfg.Sampling.CallGraph == attach.CallGraphDWARF {
+		r.us.sw, r.c.us.sw = r.sampler, r.sampler
+	}
 	if r.sampler != nil && cfg.Sampling.StackTops && cfg.Sampling.CallGraph == attach.CallGraphDWARF {
 		r.us.tops, r.us.top, r.us.tids = r.sampler, map[uint32]threadTop{}, map[uint32][]uint32{}
 		r.us.maxTops = r.sampler.StackTopsCap()

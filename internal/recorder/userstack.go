@@ -52,6 +52,11 @@ type userStacks struct {
 	top     map[uint32]threadTop // by tid
 	tids    map[uint32][]uint32  // by pid: its tids in top, for forget
 	topCuts uint64               // samples cut by a top (FlagWindowTop), each top then deleted
+	// With attach.CallGraphDWARF, where the reader and the worker list
+	// processes whose stacks switch (learnSwitch), and the reader's
+	// record of those it listed.
+	sw       stackSwitches
+	switches map[uint32]bool
 }
 
 // stackTops is where the reader puts the stack tops it learns
@@ -59,6 +64,13 @@ type userStacks struct {
 type stackTops interface {
 	SetStackTop(tid uint32, top uint64) error
 	DeleteStackTop(tid uint32) error
+}
+
+// stackSwitches is where the reader and the worker list the processes
+// whose samples need a second window (attach.Sampler).
+type stackSwitches interface {
+	SetStackSwitch(pid uint32) error
+	DeleteStackSwitch(pid uint32) error
 }
 
 // threadTop is what the reader knows of one thread's stack top.
@@ -142,6 +154,9 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	if us.tops != nil {
 		us.learnTop(smp, stop, top)
 	}
+	if us.sw != nil && (stop == unwind.StopReadOutside || stop == unwind.StopWindow) && smp.Flags&attach.FlagStackSwitch == 0 {
+		us.learnSwitch(smp.PID, p, ips)
+	}
 	if stop.Truncated() {
 		ips = append(ips, TruncatedIP)
 	}
@@ -191,11 +206,46 @@ func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, top uint64)
 	us.top[tid] = t
 }
 
+// learnSwitch lists process pid in the sampler's switch_tgids (so that
+// its samples whose frame pointer leads off the window get a second
+// window from there, attach.Sampler.SetStackSwitch) when an unwind of
+// its cut at the window or below it (ips, leaf first) ended in Go code:
+// runtime.asmcgocall, under C code called through cgo on the g0 stack,
+// or a goroutine deeper than the window, for which the sampler copies no
+// more (its frame pointers stay in the window). The reader lists a
+// process once (until forget) and tries a failed update again at its
+// next cut; the worker, which sees a process's first samples but no
+// exits, lists it at each such cut of a sample it unwinds.
+func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64) {
+	if us.switches[pid] || len(ips) == 0 {
+		return
+	}
+	pc := ips[len(ips)-1]
+	if len(ips) > 1 {
+		pc-- // a return address: the call
+	}
+	obj, ok := p.Object(pc)
+	if !ok || obj.Kind != unwind.KindELF || !us.u.HasTable(obj) || us.u.Table(obj).Stats().GoFuncs == 0 {
+		return
+	}
+	if us.sw.SetStackSwitch(pid) != nil || us.worker {
+		return
+	}
+	if us.switches == nil {
+		us.switches = map[uint32]bool{}
+	}
+	us.switches[pid] = true
+}
+
 // forget drops what is cached about process pid: it exec'd (its
 // mappings changed) or exited. Its threads' stack tops go too (a new
 // program's stack, or a reused tid, is elsewhere).
 func (us *userStacks) forget(pid uint32) {
 	delete(us.procs, pid)
+	if us.switches[pid] {
+		us.sw.DeleteStackSwitch(pid) // best effort: the LRU ages it out
+		delete(us.switches, pid)
+	}
 	if us.tops == nil {
 		return
 	}

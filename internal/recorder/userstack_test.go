@@ -18,6 +18,8 @@ type fakeTops struct {
 	sets    int
 	deletes int
 	fail    bool // SetStackTop fails
+	// The processes listed for stack switches (switch_tgids).
+	switches map[uint32]bool
 }
 
 func (f *fakeTops) SetStackTop(tid uint32, top uint64) error {
@@ -32,6 +34,19 @@ func (f *fakeTops) SetStackTop(tid uint32, top uint64) error {
 func (f *fakeTops) DeleteStackTop(tid uint32) error {
 	f.deletes++
 	delete(f.m, tid)
+	return nil
+}
+
+func (f *fakeTops) SetStackSwitch(pid uint32) error {
+	if f.switches == nil {
+		f.switches = map[uint32]bool{}
+	}
+	f.switches[pid] = true
+	return nil
+}
+
+func (f *fakeTops) DeleteStackSwitch(pid uint32) error {
+	delete(f.switches, pid)
 	return nil
 }
 
@@ -157,5 +172,21 @@ func TestCodeProcessKeepsTable(t *testing.T) {
 	}
 	if len(reader.objs) != 1 {
 		t.Errorf("reader holds %d objects for one mapping", len(reader.objs))
+	}
+}
+
+// TestForgetSwitch: a process listed for stack switches is taken off the
+// sampler's list when it is forgotten (it exec'd or exited); one not
+// listed is left alone.
+func TestForgetSwitch(t *testing.T) {
+	us, f := topsUserStacks()
+	us.sw = f
+	f.SetStackSwitch(10)
+	f.SetStackSwitch(20)
+	us.switches = map[uint32]bool{10: true}
+	us.forget(10)
+	us.forget(30)
+	if f.switches[10] || !f.switches[20] || us.switches[10] {
+		t.Errorf("after forget(10): sampler's list %v, reader's %v; want only 20 in the sampler's", f.switches, us.switches)
 	}
 }

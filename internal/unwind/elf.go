@@ -242,6 +242,19 @@ var goTopNames = map[string]bool{
 	"runtime.morestack": true, "runtime.morestack.abi0": true,
 }
 
+// goFPNames are the Go runtime functions whose caller's frame is found
+// from rbp alone (CFA = rbp + 16): asmcgocall runs C code (cgo) on the
+// g0 stack, with no frame of its own (its return address is on the
+// goroutine's stack at an offset only the goroutine's g records), and
+// leaves rbp at its caller's frame, runtime.cgocall's, on the
+// goroutine's stack; the step from it gives cgocall's caller, so
+// cgocall's own frame is not in the stack. The sampler copies the
+// goroutine's stack for such samples (switch_tgids in
+// bpf/profile.bpf.c).
+var goFPNames = map[string]bool{
+	"runtime.asmcgocall": true, "runtime.asmcgocall.abi0": true,
+}
+
 // goTopFuncs returns the start addresses of goTopNames in a Go binary
 // (one with .gopclntab or .go.buildinfo) from its .symtab, or nil.
 func goTopFuncs(f *elf.File) map[uint64]bool {

@@ -176,7 +176,13 @@ func (g *goFuncs) decode(i int) (rows []goRow) {
 	if got > g.flagOff {
 		flag = fn[g.flagOff]
 	}
-	top := flag&goFlagTopFrame != 0 || g.isTop(int64(le.Uint32(fn[4:])))
+	nameOff := int64(le.Uint32(fn[4:]))
+	top := flag&goFlagTopFrame != 0 || g.nameIn(nameOff, goTopNames)
+	if !top && g.nameIn(nameOff, goFPNames) {
+		// Its caller's frame is found from rbp at every pc (see
+		// goFPNames).
+		return []goRow{{off: 0, r: goRule(0, false, true)}}
+	}
 	// A function that writes SP (switches to the g0 stack, as
 	// nanotime1 does around its vDSO call) has SP deltas that stop
 	// holding at the switch, so past its prologue (PUSHQ BP; MOVQ SP, BP:
@@ -257,15 +263,15 @@ func goRule(val int64, top, fp bool) rule {
 	return c
 }
 
-// isTop reports whether the function named at nameOff in funcnametab is
-// one of goTopNames (every one of them starts with "runtime.").
-func (g *goFuncs) isTop(nameOff int64) bool {
+// nameIn reports whether the function named at nameOff in funcnametab is
+// one of names (goTopNames, goFPNames: each under 32 bytes).
+func (g *goFuncs) nameIn(nameOff int64, names map[string]bool) bool {
 	var name [32]byte
 	n, _ := g.src.ReadAt(name[:], g.namesOff+nameOff)
 	s := name[:n]
 	for k, c := range s {
 		if c == 0 {
-			return goTopNames[string(s[:k])]
+			return names[string(s[:k])]
 		}
 	}
 	return false

@@ -95,7 +95,8 @@ func (g *goPclntab) funcFlag(i int) byte {
 // rbp at CFA-16 once the function has pushed it (the Go compiler's frame
 // layout; delta ≥ 8). The TopFrame flag marks a top function as its name
 // does; a function flagged SPWrite whose first push is 8 bytes (PUSHQ BP)
-// gets CFA = rbp + 16 from 3 bytes past that push (MOVQ SP, BP) on.
+// gets CFA = rbp + 16 from 3 bytes past that push (MOVQ SP, BP) on, and
+// one of goFPNames gets it at every pc.
 func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 	for i := range g.nfunc {
 		start, end, pcsp, ok := g.funcSP(i)
@@ -118,6 +119,11 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 		fp := cfaState{cfa: cfaRule{reg: RegRBP, off: 16}}
 		fp.regs[RegRIP] = regRule{kind: rOffset, off: -8}
 		fp.regs[RegRBP] = regRule{kind: rOffset, off: -16}
+		if !b.inTop && goFPNames[g.funcName(i)] { // the rbp rule at every pc
+			b.addRow(start, &fp, false)
+			b.spans = append(b.spans, fdeSpan{start: start, end: end, rank: rank, lo: lo, hi: len(b.rows)})
+			continue
+		}
 		for pc < end && r.left() > 0 {
 			d := r.uleb()
 			if d == 0 && pc != start { // the end of the table

@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"slices"
 	"testing"
@@ -56,5 +57,42 @@ func TestUnwindSwitch(t *testing.T) {
 	pcs, stop, _ = u.UnwindSwitch(nil, fuzzProcess{}, &regs, window, StackSwitch{Off: len(first), SP: gsp})
 	if len(pcs) != 3 || stop == StopComplete {
 		t.Errorf("second move: %#x, %v; want 3 frames, cut", pcs, stop)
+	}
+}
+
+// TestGoAsmcgocallRule: runtime.asmcgocall (goFPNames) gets the
+// frame-pointer rule (CFA = rbp+16, rbp at CFA-16) at every pc, in the
+// lazy table of a Go binary, where its SP deltas would read the g0 stack
+// past its switch.
+func TestGoAsmcgocallRule(t *testing.T) {
+	bin := buildGoChain(t)
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := NewTable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range syms {
+		if s.Name != "runtime.asmcgocall.abi0" && s.Name != "runtime.asmcgocall" || s.Size == 0 {
+			continue
+		}
+		found = true
+		for _, pc := range []uint64{s.Value, s.Value + s.Size/2, s.Value + s.Size - 1} {
+			r, _, ok := tab.lookup(pc)
+			if !ok || r.cfaKind != cfaRBP || r.cfaOff != 16 || r.rbpKind != rbpOffset || r.rbpOff != -16 || r.raOff != -8 {
+				t.Errorf("%s at %#x: rule %+v (%v), want CFA = rbp+16, rbp at CFA-16, ra at CFA-8", s.Name, pc, r, ok)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no runtime.asmcgocall in the Go binary's .symtab")
 	}
 }
