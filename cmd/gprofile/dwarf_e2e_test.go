@@ -260,10 +260,10 @@ func TestDwarfGoVDSO(t *testing.T) {
 
 // TestDwarfGoCgo: C code called from Go (cgo) keeps its Go callers:
 // runtime.asmcgocall runs it on the g0 stack, so once an unwind of the
-// process is cut there, the reader lists it (switch_tgids) and the
+// process ends in Go code, the recorder lists it (switch_tgids) and the
 // sampler copies the goroutine's stack too, where rbp leads. The samples
-// before that (the process's first, while its tables are built) are
-// cut: a 4 s run keeps them under 5%.
+// taken before that (the process's first, while its tables are built)
+// are cut: a 4 s run keeps them under 5%.
 func TestDwarfGoCgo(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	testutil.RequireTool(t, "gcc")

@@ -57,6 +57,7 @@ type userStacks struct {
 	// record of those it listed.
 	sw       stackSwitches
 	switches map[uint32]bool
+	notGo    map[uint32]bool // the reader's: processes whose whole stacks end outside Go code
 }
 
 // stackTops is where the reader puts the stack tops it learns
@@ -154,8 +155,8 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	if us.tops != nil {
 		us.learnTop(smp, stop, top)
 	}
-	if us.sw != nil && (stop == unwind.StopReadOutside || stop == unwind.StopWindow) && smp.Flags&attach.FlagStackSwitch == 0 {
-		us.learnSwitch(smp.PID, p, ips)
+	if us.sw != nil && smp.Flags&attach.FlagStackSwitch == 0 {
+		us.learnSwitch(smp.PID, p, ips, stop)
 	}
 	if stop.Truncated() {
 		ips = append(ips, TruncatedIP)
@@ -209,15 +210,17 @@ func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, top uint64)
 // learnSwitch lists process pid in the sampler's switch_tgids (so that
 // its samples whose frame pointer leads off the window get a second
 // window from there, attach.Sampler.SetStackSwitch) when an unwind of
-// its cut at the window or below it (ips, leaf first) ended in Go code:
+// its (ips, leaf first, ended by stop) ends in Go code: a Go program's
+// stacks end at runtime.goexit or mstart, and one cut in
 // runtime.asmcgocall, under C code called through cgo on the g0 stack,
-// or a goroutine deeper than the window, for which the sampler copies no
-// more (its frame pointers stay in the window). The reader lists a
-// process once (until forget) and tries a failed update again at its
-// next cut; the worker, which sees a process's first samples but no
-// exits, lists it at each such cut of a sample it unwinds.
-func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64) {
-	if us.switches[pid] || len(ips) == 0 {
+// ends there. So a Go program is listed at its first unwound sample,
+// before its first cgo call as a rule. The reader lists a process once
+// (until forget), and remembers one whose whole stacks end outside Go
+// code (a C program: not looked at again); the worker, which sees a
+// process's first samples but no exits, lists at each sample it unwinds
+// that ends in Go code.
+func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64, stop unwind.Stop) {
+	if us.switches[pid] || us.notGo[pid] || len(ips) == 0 {
 		return
 	}
 	pc := ips[len(ips)-1]
@@ -226,6 +229,12 @@ func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64) {
 	}
 	obj, ok := p.Object(pc)
 	if !ok || obj.Kind != unwind.KindELF || !us.u.HasTable(obj) || us.u.Table(obj).Stats().GoFuncs == 0 {
+		if stop == unwind.StopComplete && !us.worker {
+			if us.notGo == nil {
+				us.notGo = map[uint32]bool{}
+			}
+			us.notGo[pid] = true
+		}
 		return
 	}
 	if us.sw.SetStackSwitch(pid) != nil || us.worker {
@@ -246,6 +255,7 @@ func (us *userStacks) forget(pid uint32) {
 		us.sw.DeleteStackSwitch(pid) // best effort: the LRU ages it out
 		delete(us.switches, pid)
 	}
+	delete(us.notGo, pid)
 	if us.tops == nil {
 		return
 	}
