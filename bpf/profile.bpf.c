@@ -166,11 +166,11 @@ struct {
 } stack_tops SEC(".maps");
 
 // Processes whose samples may run on a stack their callers are not on
-// (tgid -> 1): Go programs that call C (cgo: runtime.asmcgocall runs it
-// on the g0 stack). The reader adds a process when its unwind stops in
-// such a switch (Sampler.SetStackSwitch); for its samples the program
-// then copies a second window where the frame pointer leads off the
-// first (fp_switched_sp). LRU: exited processes age out.
+// (tgid -> 1): Go programs, which run C code (cgo: runtime.asmcgocall) on
+// the g0 stack. The recorder lists a process when an unwind of its ends
+// in Go code (Sampler.SetStackSwitch); for its samples the program then
+// copies a second window where the frame pointer leads off the first
+// (fp_switched_sp). LRU: exited processes age out.
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -498,13 +498,18 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 		if (tgid != 0 && user_regs(regs, s, in_user)) {
 			s->flags |= FLAG_USER_REGS;
 			w = copy_window(s, s->regs[7], 0);
+			// The callers are on the goroutine's stack: keep the
+			// frames above sp on this one (the vDSO's fit in a page,
+			// a cgo call's C frames in SWITCH_KEEP) and copy that.
 			__u64 gsp = go_switched_sp(s, w);
-			if (gsp == 0)
+			__u32 keep = PAGE_SIZE;
+			if (gsp == 0) {
 				gsp = fp_switched_sp(s, w, tgid);
+				keep = SWITCH_KEEP;
+			}
 			if (gsp != 0) {
-				// The callers are on the goroutine's stack: keep the
-				// first SWITCH_KEEP bytes of this one and copy that.
-				__u32 keep = w < SWITCH_KEEP ? w : SWITCH_KEEP;
+				if (keep > w)
+					keep = w;
 				// FLAG_WINDOW_TOP stays: a top that cut either copy
 				// is to be checked.
 				s->flags &= ~(FLAG_WINDOW_FAULT | FLAG_WINDOW_MAX);
