@@ -28,9 +28,9 @@ const singleProcRate = 32_000
 // cannot unwind yet (no table built, no stack top learnt: windows of
 // several KiB) for the worker, which builds the tables meanwhile; on one
 // P, with GC beside, the reader fell behind the ring buffer at 4999 Hz on
-// 2 CPUs and lost samples in 6 of 10 of bench/run.sh's runs, 2 of 10 with
-// two Ps (BENCHMARKS.md, issue 16 session 22). At 999 Hz nothing was lost
-// with one P, and two cost 11 % more CPU.
+// 2 CPUs and lost samples, far fewer with two Ps; at 999 Hz one P lost
+// none and two cost more CPU (bench/run.sh; BENCHMARKS.md, issue 16
+// session 22).
 const (
 	startProcsRate = 4096
 	startProcsFor  = time.Second

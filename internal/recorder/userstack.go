@@ -55,9 +55,10 @@ type userStacks struct {
 	// With attach.CallGraphDWARF, where the reader and the worker list
 	// processes whose stacks switch (learnSwitch), and the reader's
 	// record of those it listed.
-	sw       stackSwitches
+	sw stackSwitches
+	// The reader's verdicts by process: true listed, false a whole
+	// stack of its ended outside Go code (not looked at again).
 	switches map[uint32]bool
-	notGo    map[uint32]bool // the reader's: processes whose whole stacks end outside Go code
 }
 
 // stackTops is where the reader puts the stack tops it learns
@@ -220,7 +221,7 @@ func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, top uint64)
 // process's first samples but no exits, lists at each sample it unwinds
 // that ends in Go code.
 func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64, stop unwind.Stop) {
-	if us.switches[pid] || us.notGo[pid] || len(ips) == 0 {
+	if _, done := us.switches[pid]; done || len(ips) == 0 {
 		return
 	}
 	pc := ips[len(ips)-1]
@@ -229,21 +230,26 @@ func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64, stop
 	}
 	obj, ok := p.Object(pc)
 	if !ok || obj.Kind != unwind.KindELF || !us.u.HasTable(obj) || us.u.Table(obj).Stats().GoFuncs == 0 {
-		if stop == unwind.StopComplete && !us.worker {
-			if us.notGo == nil {
-				us.notGo = map[uint32]bool{}
-			}
-			us.notGo[pid] = true
+		if stop == unwind.StopComplete {
+			us.decideSwitch(pid, false)
 		}
 		return
 	}
-	if us.sw.SetStackSwitch(pid) != nil || us.worker {
+	if us.sw.SetStackSwitch(pid) == nil {
+		us.decideSwitch(pid, true)
+	}
+}
+
+// decideSwitch records the reader's verdict on process pid (listed, or
+// not Go); the worker keeps none.
+func (us *userStacks) decideSwitch(pid uint32, listed bool) {
+	if us.worker {
 		return
 	}
 	if us.switches == nil {
 		us.switches = map[uint32]bool{}
 	}
-	us.switches[pid] = true
+	us.switches[pid] = listed
 }
 
 // forget drops what is cached about process pid: it exec'd (its
@@ -253,9 +259,8 @@ func (us *userStacks) forget(pid uint32) {
 	delete(us.procs, pid)
 	if us.switches[pid] {
 		us.sw.DeleteStackSwitch(pid) // best effort: the LRU ages it out
-		delete(us.switches, pid)
 	}
-	delete(us.notGo, pid)
+	delete(us.switches, pid)
 	if us.tops == nil {
 		return
 	}

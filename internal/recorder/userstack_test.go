@@ -176,17 +176,18 @@ func TestCodeProcessKeepsTable(t *testing.T) {
 }
 
 // TestForgetSwitch: a process listed for stack switches is taken off the
-// sampler's list when it is forgotten (it exec'd or exited); one not
-// listed is left alone.
+// sampler's list when it is forgotten (it exec'd or exited), and the
+// reader's verdicts on forgotten processes go (a new program is looked at
+// again); a process not listed is left alone.
 func TestForgetSwitch(t *testing.T) {
 	us, f := topsUserStacks()
 	us.sw = f
 	f.SetStackSwitch(10)
 	f.SetStackSwitch(20)
-	us.switches = map[uint32]bool{10: true}
+	us.switches = map[uint32]bool{10: true, 30: false}
 	us.forget(10)
 	us.forget(30)
-	if f.switches[10] || !f.switches[20] || us.switches[10] {
-		t.Errorf("after forget(10): sampler's list %v, reader's %v; want only 20 in the sampler's", f.switches, us.switches)
+	if f.switches[10] || !f.switches[20] || len(us.switches) != 0 {
+		t.Errorf("after forget(10), forget(30): sampler's list %v, reader's verdicts %v; want only 20 in the sampler's, no verdicts", f.switches, us.switches)
 	}
 }
