@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -142,8 +143,17 @@ func TestProcessBinaries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
+		}
+		// Start returns once the child has begun its exec, which may be
+		// before the kernel has mapped the new program: wait for it to run.
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("%s: %q, %v; want ready", c.bin, line, err)
 		}
 		items, err := DefaultHost().Process(cmd.Process.Pid)
 		in.Write([]byte("x\n"))
