@@ -44,14 +44,11 @@ func (m *memory) read(addr uint64, size uint64) (uint64, Stop) {
 	if addr < m.base {
 		return 0, StopReadOutside
 	}
-	off := addr - m.base
-	if off+size < off {
-		return 0, StopReadOutside
-	}
-	return readIn(m.b, off, size)
+	return readIn(m.b, addr-m.base, size)
 }
 
-// readIn reads size bytes at off in b (StopWindow past its end).
+// readIn reads size bytes at off in b (StopWindow past its end,
+// StopReadOutside when off+size wraps).
 func readIn(b []byte, off, size uint64) (uint64, Stop) {
 	if off+size < off {
 		return 0, StopReadOutside

@@ -170,9 +170,10 @@ func (u *Unwinder) UnwindExtent(dst []uint64, p Process, regs *Regs, stack []byt
 // its first Off bytes are from regs.SP() up, the rest from SP up. The
 // walk may move once from the first to the second, whatever their
 // order in memory: a Go function that switched to the g0 stack to call
-// the vDSO (time.now, runtime.nanotime1) has its frame, and its callers',
-// on the goroutine's stack at SP. The zero StackSwitch is a window of
-// one stack.
+// the vDSO (time.now, runtime.nanotime1) or C code (cgo's
+// runtime.asmcgocall) has its frame, and its callers', on the
+// goroutine's stack at SP. The zero StackSwitch is a window of one
+// stack.
 type StackSwitch struct {
 	Off int    // bytes of the window from regs.SP(); 0 for no switch
 	SP  uint64 // the address of the window's byte Off
@@ -221,16 +222,13 @@ func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byt
 			}
 			return dst, s, 0
 		}
-		if fr.v[RegRSP] <= sp {
-			// Stacks grow down, but one move onto the second stack
-			// may go anywhere.
-			if switched || !mem.inSecond(fr.v[RegRSP]) || mem.inSecond(sp) {
-				return dst, StopBadRule, 0
-			}
+		// Stacks grow down, so every step moves sp up, but the one move
+		// onto the second stack may go anywhere.
+		move := !switched && mem.inSecond(fr.v[RegRSP]) && !mem.inSecond(sp)
+		if fr.v[RegRSP] <= sp && !move {
+			return dst, StopBadRule, 0
 		}
-		if !switched && mem.inSecond(fr.v[RegRSP]) && !mem.inSecond(sp) {
-			switched = true
-		}
+		switched = switched || move
 		pc = fr.v[RegRIP]
 		if pc == 0 {
 			return dst, StopComplete, 0
