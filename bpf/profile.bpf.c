@@ -345,13 +345,16 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 // and, from the timer interrupt, releases it through an irq_work, which
 // costs more BPF time a sample than it saves (bench/window/sweep.sh), so
 // it is off by default.
-// It returns the bytes copied and sets FLAG_WINDOW_* and FLAG_NO_VMA. A
-// global function: the verifier checks it once, on its own, instead of
-// checking the rest of the program after each way out of the loop (an
-// inlined copy took a second to load).
-__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 base)
+// The copy starts from bytes above sp (a window copied in two parts: the
+// first up to limit, the rest from there) and stops at limit, 0 for no
+// limit.
+// It returns the bytes copied from sp (from included) and sets
+// FLAG_WINDOW_* and FLAG_NO_VMA. A global function: the verifier checks
+// it once, on its own, instead of checking the rest of the program after
+// each way out of the loop (an inlined copy took a second to load).
+__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 base, __u32 from, __u32 limit)
 {
-	if (!s || base > SWITCH_KEEP)
+	if (!s || base > SWITCH_KEEP || from > MAX_WINDOW)
 		return 0;
 	__u64 want = max_window;
 	// A bound below want, 0 for none: the thread's stack top, the end of
@@ -380,7 +383,11 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 bas
 			s->flags |= FLAG_NO_VMA;
 		}
 	}
-	__u32 off = 0;
+	if (limit != 0 && (bound == 0 || limit < bound)) {
+		bound = limit;
+		s->flags &= ~FLAG_WINDOW_TOP;
+	}
+	__u32 off = from;
 	for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
 		if (off >= want || off >= MAX_WINDOW)
 			break;
@@ -433,27 +440,43 @@ static __always_inline __u64 go_switched_sp(struct sample *s, __u64 w)
 	return bp - r12 == 16 ? r12 : 0;
 }
 
+// SWITCH_HOPS bounds the frames fp_switched_sp follows in the window.
+#define SWITCH_HOPS 32
+
 // fp_switched_sp returns, for a sample of a process in switch_tgids,
-// where the frame pointer leads when it leaves the window (w bytes
-// copied from sp): C code that a Go function called on the g0 stack
-// (cgo) keeps rbp, the Go caller's frame pointer on the goroutine's
-// stack, callee-saved. The frame pointer is rbp, or the caller's rbp
-// saved at [rbp] when rbp is a frame in the window. It returns 0 when
-// it stays in the window, is 0 or unaligned, or tgid is not listed.
+// where the frame-pointer chain leads when it leaves the window (w bytes
+// copied from sp): Go code on the g0 stack keeps it. C code that a Go
+// function called there (cgo, runtime.asmcgocall) keeps rbp, the Go
+// caller's frame pointer on the goroutine's stack, callee-saved, or
+// saves it in a frame of its own; a function run by runtime.systemstack
+// saves rbp, systemstack's frame on the goroutine's stack, in its frame,
+// and so do its callees in theirs. The chain is followed from rbp
+// through up to SWITCH_HOPS frames in the window, each above the last.
+// It returns 0 when the chain ends (0) or stays in the window, is
+// unaligned or does not go up, when the frame it leaves from lies past
+// SWITCH_KEEP (what the record keeps of this stack), or when tgid is not
+// listed.
 static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgid)
 {
+	__u32 zero = 0;
+	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
+	if (!any || *any == 0)
+		return 0;
 	__u64 sp = s->regs[7], fp = s->regs[6];
-	__u64 i = fp - sp;
-	if (i < w && i + 8 <= w) {
-		if (i > MAX_WINDOW - 8 || (i & 7) != 0)
-			return 0;
-		fp = *(__u64 *)&s->data[i];
+	for (int k = 0; k < SWITCH_HOPS; k++) {
+		__u64 i = fp - sp;
+		if (i >= w || w - i < 16)
+			break; // fp is off the window: the chain leaves it
+		if (i > SWITCH_KEEP - 16 || (i & 7) != 0)
+			return 0; // past what the record keeps, or no frame
+		__u64 next = *(__u64 *)&s->data[i];
+		if (next - sp < w && next <= fp)
+			return 0; // in the window and not above: no chain
+		fp = next;
 	}
 	if (fp == 0 || (fp & 7) != 0 || fp - sp < w)
 		return 0;
-	__u32 zero = 0;
-	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
-	if (!any || *any == 0 || !bpf_map_lookup_elem(&switch_tgids, &tgid))
+	if (!bpf_map_lookup_elem(&switch_tgids, &tgid))
 		return 0;
 	return fp;
 }
@@ -497,10 +520,13 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 	if (dwarf) {
 		if (tgid != 0 && user_regs(regs, s, in_user)) {
 			s->flags |= FLAG_USER_REGS;
-			w = copy_window(s, s->regs[7], 0);
+			// First what a stack switch keeps of this stack: where
+			// there is one, the rest of it is not needed.
+			w = copy_window(s, s->regs[7], 0, 0, SWITCH_KEEP);
 			// The callers are on the goroutine's stack: keep the
 			// frames above sp on this one (the vDSO's fit in a page,
-			// a cgo call's C frames in SWITCH_KEEP) and copy that.
+			// a cgo call's C frames and a systemstack call's Go
+			// frames in SWITCH_KEEP) and copy that.
 			__u64 gsp = go_switched_sp(s, w);
 			__u32 keep = PAGE_SIZE;
 			if (gsp == 0) {
@@ -516,7 +542,9 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 				s->flags |= FLAG_STACK_SWITCH;
 				s->switch_sp = gsp;
 				s->switch_off = keep;
-				w = keep + copy_window(s, gsp, keep);
+				w = keep + copy_window(s, gsp, keep, 0, 0);
+			} else if (w >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT)) {
+				w = copy_window(s, s->regs[7], 0, w, 0); // the rest
 			}
 			count_add(COUNTER_WINDOW_BYTES, w);
 			if (s->flags & FLAG_WINDOW_FAULT)
