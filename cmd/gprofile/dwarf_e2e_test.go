@@ -258,6 +258,20 @@ func TestDwarfGoVDSO(t *testing.T) {
 	dwarfCheck(t, out, symComm(bin), "time.now", "runtime.main", "main.main", "main.nowOuter", "main.nowMid", "main.nowLeaf", "time.Now", "time.now")
 }
 
+// TestDwarfGoSystemstack: the Go runtime's mark workers keep their
+// callers: runtime.gcBgMarkWorker drains through runtime.systemstack,
+// which runs it on the g0 stack and leaves rbp at systemstack's frame on
+// the goroutine's stack, so the sampler follows the frame pointers out of
+// the g0 window and copies the goroutine's stack too (FlagStackSwitch),
+// and systemstack's rule past its switch is rbp's. Samples in
+// runtime.gcDrain must hold the chain from runtime.goexit.
+func TestDwarfGoSystemstack(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildGo(t, dwarfSrc+"gogc.go")
+	out := dwarfProfile(t, bin, "2")
+	dwarfCheck(t, out, symComm(bin), "runtime.gcDrain", "runtime.goexit.abi0", "runtime.gcBgMarkWorker", "runtime.systemstack.abi0", "runtime.gcDrain")
+}
+
 // TestDwarfGoCgo: C code called from Go (cgo) keeps its Go callers:
 // runtime.asmcgocall runs it on the g0 stack, so once an unwind of the
 // process ends in Go code, the recorder lists it (switch_tgids) and the

@@ -233,12 +233,12 @@ var goTopNames = map[string]bool{
 	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
 	// mcall runs its argument on the g0 stack, which never returns to it.
 	"runtime.mcall": true, "runtime.mcall.abi0": true,
-	// systemstack and morestack call on the g0 stack too (systemstack
-	// tail-jumps when on it already, so a return address in it always
-	// follows the switch): the goroutine's frames are on its own stack,
-	// outside the window copied from g0's sp, and the walk went on into
-	// what lies above g0's saved sp, an address in no mapping.
-	"runtime.systemstack": true, "runtime.systemstack.abi0": true,
+	// morestack calls newstack on the g0 stack with g0's rbp: the
+	// goroutine's frames are on its own stack, which nothing on g0 leads
+	// to, and the walk went on into what lies above g0's saved sp, an
+	// address in no mapping. (systemstack, which switches too, keeps rbp
+	// at its frame on the goroutine's stack: it writes SP, so its rule
+	// past its prologue is rbp's: goFlagSPWrite in golazy.go.)
 	"runtime.morestack": true, "runtime.morestack.abi0": true,
 }
 

@@ -184,13 +184,15 @@ func (g *goFuncs) decode(i int) (rows []goRow) {
 		return []goRow{{off: 0, r: goRule(0, false, true)}}
 	}
 	// A function that writes SP (switches to the g0 stack, as
-	// nanotime1 does around its vDSO call) has SP deltas that stop
-	// holding at the switch, so past its prologue (PUSHQ BP; MOVQ SP, BP:
-	// the Go assembler's, 1 and 3 bytes) its frame is found from rbp
-	// instead, which it leaves pointing at its frame on the goroutine's
-	// stack: CFA = rbp + 16. The runtime's own traceback stops at such a
-	// function; this goes on into the goroutine's stack, which the
-	// sampler copies too when it finds such a switch (StackSwitch).
+	// nanotime1 does around its vDSO call and systemstack around its
+	// call) has SP deltas that stop holding at the switch, so past its
+	// prologue (PUSHQ BP; MOVQ SP, BP: the Go assembler's, 1 and 3
+	// bytes) and up to its POPQ BP (a delta of 0 again) its frame is
+	// found from rbp instead, which it leaves pointing at its frame on
+	// the goroutine's stack: CFA = rbp + 16. The runtime's own traceback
+	// stops at such a function; this goes on into the goroutine's
+	// stack, which the sampler copies too when it finds such a switch
+	// (StackSwitch).
 	spWrite := flag&goFlagSPWrite != 0 && !top
 	fpFrom := uint64(0) // offset from which the rbp rule holds; 0: not yet known
 	length := uint64(g.entries[i+1] - g.entries[i])
@@ -223,7 +225,7 @@ func (g *goFuncs) decode(i int) (rows []goRow) {
 				// no such prologue (NOFRAME): the SP deltas stay.
 				fpFrom, spWrite = off+3, val == 8
 			}
-			if spWrite && fpFrom != 0 && off+n > fpFrom {
+			if spWrite && fpFrom != 0 && off+n > fpFrom && val > 0 {
 				if off < fpFrom {
 					add(off, goRule(val, top, false))
 				}

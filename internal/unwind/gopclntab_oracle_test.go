@@ -95,8 +95,9 @@ func (g *goPclntab) funcFlag(i int) byte {
 // rbp at CFA-16 once the function has pushed it (the Go compiler's frame
 // layout; delta ≥ 8). The TopFrame flag marks a top function as its name
 // does; a function flagged SPWrite whose first push is 8 bytes (PUSHQ BP)
-// gets CFA = rbp + 16 from 3 bytes past that push (MOVQ SP, BP) on, and
-// one of goFPNames gets it at every pc.
+// gets CFA = rbp + 16 from 3 bytes past that push (MOVQ SP, BP) on, up
+// to where its delta is 0 again (past POPQ BP), and one of goFPNames gets
+// it at every pc.
 func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 	for i := range g.nfunc {
 		start, end, pcsp, ok := g.funcSP(i)
@@ -155,7 +156,7 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 				fpAt, fpDone = pc+3, val != 8
 			}
 			switch {
-			case fpDone || fpAt == 0 || pc+n <= fpAt:
+			case fpDone || fpAt == 0 || pc+n <= fpAt || val == 0:
 				b.addRow(pc, &st, false)
 			case pc >= fpAt:
 				b.addRow(pc, &fp, false)

@@ -235,9 +235,11 @@ func TestGoStrippedTopFrames(t *testing.T) {
 }
 
 // TestGoSPWriteFramePointer: a Go function that writes SP (nanotime1
-// switches to the g0 stack around its vDSO call) gets its CFA from rbp
-// past its PUSHQ BP; MOVQ SP, BP prologue, where the SP deltas no longer
-// hold, and the SP-delta rule before it; an ordinary function keeps the
+// switches to the g0 stack around its vDSO call, systemstack around its
+// call) gets its CFA from rbp past its PUSHQ BP; MOVQ SP, BP prologue,
+// where the SP deltas no longer hold, up to where its SP delta is 0
+// again (after POPQ BP, at RET or a tail jump), and the SP-delta rule
+// before and after; an ordinary function keeps the
 // SP deltas throughout.
 func TestGoSPWriteFramePointer(t *testing.T) {
 	bin := buildGoChain(t)
@@ -257,10 +259,10 @@ func TestGoSPWriteFramePointer(t *testing.T) {
 	checked := map[string]bool{}
 	for i := range g.nfunc {
 		name := strings.TrimSuffix(g.funcName(i), ".abi0")
-		if name != "runtime.nanotime1" && name != "main.middle" {
+		if name != "runtime.nanotime1" && name != "runtime.systemstack" && name != "main.middle" {
 			continue
 		}
-		start, end, _, ok := g.funcSP(i)
+		start, end, pcsp, ok := g.funcSP(i)
 		if !ok || end-start < 16 {
 			t.Fatalf("%s: no pcsp table", name)
 		}
@@ -289,15 +291,31 @@ func TestGoSPWriteFramePointer(t *testing.T) {
 			if r := at(start + 1); r.cfaKind != cfaRSP || r.cfaOff != 16 || r.rbpKind != rbpOffset || r.rbpOff != -16 {
 				t.Errorf("%s after PUSHQ BP: %+v, want CFA rsp+16, rbp at CFA-16", name, r)
 			}
+			delta := spDeltas(t, start, end, pcsp)
+			popped := 0
 			for pc := start + 4; pc < end; pc++ {
-				if r := at(pc); r.cfaKind != cfaRBP || r.cfaOff != 16 || r.raKind != raOffset || r.raOff != -8 || r.rbpOff != -16 {
-					t.Fatalf("%s+%d: %+v, want CFA rbp+16, return address at CFA-8, rbp at CFA-16", name, pc-start, r)
+				if delta(pc) < 0 {
+					continue // padding past the table's last row
 				}
+				r := at(pc)
+				if delta(pc) == 0 { // past POPQ BP
+					popped++
+					if r.cfaKind != cfaRSP || r.cfaOff != 8 {
+						t.Fatalf("%s+%d (SP delta 0): %+v, want CFA rsp+8", name, pc-start, r)
+					}
+					continue
+				}
+				if r.cfaKind != cfaRBP || r.cfaOff != 16 || r.raKind != raOffset || r.raOff != -8 || r.rbpOff != -16 {
+					t.Fatalf("%s+%d (SP delta %d): %+v, want CFA rbp+16, return address at CFA-8, rbp at CFA-16", name, pc-start, delta(pc), r)
+				}
+			}
+			if popped == 0 {
+				t.Errorf("%s: no pc past POPQ BP (SP delta 0)", name)
 			}
 		}
 	}
-	if len(checked) != 2 {
-		t.Errorf("found %v of nanotime1 and main.middle", checked)
+	if len(checked) != 3 {
+		t.Errorf("found %v of nanotime1, systemstack and main.middle", checked)
 	}
 }
 
@@ -337,5 +355,39 @@ func TestGoPclntabMappedTruncated(t *testing.T) {
 	}
 	if r, ok := tab.gofn.lookup(pc); ok {
 		t.Errorf("after truncation, lookup(%#x) = %+v, want no rule", pc, r)
+	}
+}
+
+// spDeltas decodes a function's pcsp table (start to end) into its SP
+// delta at a pc, in bytes; -1 before the first row or past the last.
+func spDeltas(t *testing.T, start, end uint64, pcsp []byte) func(pc uint64) int64 {
+	t.Helper()
+	type row struct {
+		lo, hi uint64
+		val    int64
+	}
+	var rows []row
+	r := &buf{b: pcsp}
+	pc, val := start, int64(-1)
+	for pc < end && r.left() > 0 {
+		d := r.uleb()
+		if d == 0 && pc != start {
+			break
+		}
+		val += int64(d>>1) ^ -int64(d&1)
+		n := r.uleb()
+		if r.err != nil {
+			t.Fatalf("pcsp at %#x: %v", pc, r.err)
+		}
+		rows = append(rows, row{pc, pc + n, val})
+		pc += n
+	}
+	return func(pc uint64) int64 {
+		for _, x := range rows {
+			if pc >= x.lo && pc < x.hi {
+				return x.val
+			}
+		}
+		return -1
 	}
 }
