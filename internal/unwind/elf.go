@@ -223,7 +223,8 @@ func debugFrame(f *elf.File) ([]byte, error) {
 
 // goTopNames are the Go runtime functions that start a stack: a
 // goroutine's runtime.goexit, a thread's mstart, the process's rt0_go,
-// and those that switch to the thread's g0 stack.
+// and those that switch to the thread's g0 stack leaving no frame pointer
+// into the goroutine's frames (mcall, morestack).
 // Go's .debug_frame gives them an ordinary return address rule (the
 // runtime's own traceback stops at them by their TOPFRAME flag), so
 // without this a walk would go on into whatever lies above the stack.
