@@ -440,45 +440,67 @@ static __always_inline __u64 go_switched_sp(struct sample *s, __u64 w)
 	return bp - r12 == 16 ? r12 : 0;
 }
 
-// SWITCH_HOPS bounds the frames fp_switched_sp follows in the window.
+// SWITCH_HOPS bounds the frames fp_chain follows in a window.
 #define SWITCH_HOPS 32
 
-// fp_switched_sp returns, for a sample of a process in switch_tgids,
-// where the frame-pointer chain leads when it leaves the window (w bytes
-// copied from sp): Go code on the g0 stack keeps it. C code that a Go
-// function called there (cgo, runtime.asmcgocall) keeps rbp, the Go
-// caller's frame pointer on the goroutine's stack, callee-saved, or
-// saves it in a frame of its own; a function run by runtime.systemstack
-// saves rbp, systemstack's frame on the goroutine's stack, in its frame,
-// and so do its callees in theirs. The chain is followed from rbp
-// through up to SWITCH_HOPS frames in the window, each above the last.
-// It returns 0 when the chain ends (0) or stays in the window, is
-// unaligned or does not go up, when the frame it leaves from lies past
-// SWITCH_KEEP (what the record keeps of this stack), or when tgid is not
-// listed.
+// fp_chain follows the frame-pointer chain from fp through up to
+// SWITCH_HOPS frames of a window (w bytes copied from sp, at base in
+// s->data), each above the last, and returns where it leaves the window:
+// an aligned address outside it. It returns 0 when the chain stays in
+// the window, is unaligned, does not go up or runs past SWITCH_KEEP
+// bytes of the window; when it ends, at a saved frame pointer of 0 (the
+// outermost frame of a Go stack, goexit's or mstart's callee), it
+// returns the bytes of the window up to and with that frame's saved rbp
+// and return address, plus 1 (CHAIN_END: a multiple of 8 plus 1, which
+// no address it returns is). A global function: the verifier checks its
+// loop once, not at each call.
+#define CHAIN_END 1
+__attribute__((noinline)) __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp)
+{
+	if (!s || base > SWITCH_KEEP)
+		return 0;
+	for (int k = 0; k < SWITCH_HOPS; k++) {
+		__u64 i = fp - sp;
+		if (i >= w || w - i < 16)
+			break; // fp is off the window: the chain leaves it
+		if (i > SWITCH_KEEP - 16 || (i & 7) != 0)
+			return 0; // past the part followed, or no frame
+		__u32 at = base + i;
+		asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
+		if (at > 2 * SWITCH_KEEP) // never: tells the verifier
+			return 0;
+		__u64 next = *(__u64 *)&s->data[at];
+		if (next == 0)
+			return (i + 16) | CHAIN_END;
+		if (next - sp < w && next <= fp)
+			return 0; // in the window and not above: no chain
+		fp = next;
+	}
+	if ((fp & 7) != 0 || fp - sp < w)
+		return 0;
+	return fp;
+}
+
+// fp_switched_sp returns, for a sample of a process in switch_tgids (a Go
+// program), where the frame-pointer chain leads when it leaves the
+// window (w bytes copied from sp): Go code on the g0 stack keeps it. C
+// code that a Go function called there (cgo, runtime.asmcgocall) keeps
+// rbp, the Go caller's frame pointer on the goroutine's stack,
+// callee-saved, or saves it in a frame of its own; a function run by
+// runtime.systemstack saves rbp, systemstack's frame on the goroutine's
+// stack, in its frame, and so do its callees in theirs. It returns 0 when
+// fp_chain finds no way out or tgid is not listed; when the chain ends in
+// the window of a listed process, fp_chain's end (CHAIN_END set).
 static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgid)
 {
 	__u32 zero = 0;
 	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
 	if (!any || *any == 0)
 		return 0;
-	__u64 sp = s->regs[7], fp = s->regs[6];
-	for (int k = 0; k < SWITCH_HOPS; k++) {
-		__u64 i = fp - sp;
-		if (i >= w || w - i < 16)
-			break; // fp is off the window: the chain leaves it
-		if (i > SWITCH_KEEP - 16 || (i & 7) != 0)
-			return 0; // past what the record keeps, or no frame
-		__u64 next = *(__u64 *)&s->data[i];
-		if (next - sp < w && next <= fp)
-			return 0; // in the window and not above: no chain
-		fp = next;
-	}
-	if (fp == 0 || (fp & 7) != 0 || fp - sp < w)
+	__u64 r = fp_chain(s, 0, s->regs[7], w, s->regs[6]);
+	if (r == 0 || !bpf_map_lookup_elem(&switch_tgids, &tgid))
 		return 0;
-	if (!bpf_map_lookup_elem(&switch_tgids, &tgid))
-		return 0;
-	return fp;
+	return r;
 }
 
 // take_sample records the current task's stacks and submits them. in_user
@@ -527,10 +549,16 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 			// frames above sp on this one (the vDSO's fit in a page,
 			// a cgo call's C frames and a systemstack call's Go
 			// frames in SWITCH_KEEP) and copy that.
-			__u64 gsp = go_switched_sp(s, w);
+			__u64 gsp = go_switched_sp(s, w), end = 0;
+			__u64 gfp = gsp + 16; // the Go function's frame, above its sp
 			__u32 keep = PAGE_SIZE;
 			if (gsp == 0) {
 				gsp = fp_switched_sp(s, w, tgid);
+				if (gsp & CHAIN_END) {
+					end = gsp & ~(__u64)CHAIN_END;
+					gsp = 0;
+				}
+				gfp = gsp;
 				keep = SWITCH_KEEP;
 			}
 			if (gsp != 0) {
@@ -542,7 +570,18 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 				s->flags |= FLAG_STACK_SWITCH;
 				s->switch_sp = gsp;
 				s->switch_off = keep;
-				w = keep + copy_window(s, gsp, keep, 0, 0);
+				// The goroutine's stack the same way: its first
+				// part, the rest only where its chain does not end
+				// there.
+				__u64 w2 = copy_window(s, gsp, keep, 0, SWITCH_KEEP);
+				__u64 r = fp_chain(s, keep, gsp, w2, gfp);
+				if (r & CHAIN_END)
+					w2 = r & ~(__u64)CHAIN_END;
+				else if (w2 >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT))
+					w2 = copy_window(s, gsp, keep, w2, 0);
+				w = keep + w2;
+			} else if (end != 0) {
+				w = end; // a Go stack's chain ended: its frames are all in
 			} else if (w >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT)) {
 				w = copy_window(s, s->regs[7], 0, w, 0); // the rest
 			}

@@ -187,8 +187,49 @@ func TestDwarfThread(t *testing.T) {
 func TestDwarfStackTops(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	bin := testutil.BuildC(t, dwarfSrc+"thread.c", "-O2", "-g", "-fomit-frame-pointer", "-pthread")
-	path := filepath.Join(t.TempDir(), "thread.pb.gz")
-	if _, stderr, code := runGprofile(t, "-f", "999", "--call-graph", "dwarf", "-o", path, "--", bin, "2.5"); code != 0 {
+	w := windowStats(t, "--", bin, "2.5")
+	// Until the worker has built the first tables, samples go to it and
+	// teach no top: their copies run to the unreadable page.
+	if samples := w.copied / max(w.per, 1); w.per == 0 || w.per > 6144 || w.faults*4 > samples {
+		t.Errorf("%d bytes copied per sample, %d of %d samples' copies ran to the unreadable page above the stack; want at most 6144 and a quarter (the thread's stack top learned)", w.per, w.faults, samples)
+	}
+	if w.topCuts != 0 {
+		t.Errorf("%d stacks cut at a learned stack top, want 0", w.topCuts)
+	}
+}
+
+// TestDwarfGoWindow: a Go program's samples copy its stacks only up to
+// where their frame-pointer chain ends (goexit's callee, mstart's), for
+// goroutines' stacks in Go's heap, with no unreadable page above them
+// and no stack top a thread keeps (a thread runs many goroutines): the
+// whole window before (20 KB a sample for gonow's vDSO calls, 8 KB for
+// gogc's mark workers). Their chains are checked by TestDwarfGoVDSO and
+// TestDwarfGoSystemstack.
+func TestDwarfGoWindow(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	for _, src := range []string{"gonow.go", "gogc.go"} {
+		t.Run(src, func(t *testing.T) {
+			bin := testutil.BuildGo(t, dwarfSrc+src)
+			w := windowStats(t, "--", bin, "2")
+			if w.per == 0 || w.per > 6144 {
+				t.Errorf("%d bytes copied per sample, want at most 6144", w.per)
+			}
+		})
+	}
+}
+
+// windowCounts are the counts of the profile comment "user stack
+// windows: ...".
+type windowCounts struct {
+	copied, per, byMax, faults, topCuts uint64 // bytes, bytes a sample, samples
+}
+
+// windowStats profiles args at 999 Hz with --call-graph dwarf into a
+// pprof file and returns its window counts.
+func windowStats(t *testing.T, args ...string) windowCounts {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "w.pb.gz")
+	if _, stderr, code := runGprofile(t, append([]string{"-f", "999", "--call-graph", "dwarf", "-o", path}, args...)...); code != 0 {
 		t.Fatalf("gprofile: exit %d\n%s", code, stderr)
 	}
 	p := parseProfileFile(t, path)
@@ -198,20 +239,13 @@ func TestDwarfStackTops(t *testing.T) {
 			line = c
 		}
 	}
-	var copied, per, byMax, faults, cut uint64
+	var w windowCounts
 	if _, err := fmt.Sscanf(line, "user stack windows: %d bytes copied (%d per sample), %d cut by the window size, %d ended at an unreadable page, %d stacks cut at a learned stack top",
-		&copied, &per, &byMax, &faults, &cut); err != nil {
+		&w.copied, &w.per, &w.byMax, &w.faults, &w.topCuts); err != nil {
 		t.Fatalf("comment %q: %v (all: %q)", line, err, p.Comments)
 	}
 	t.Logf("%s", line)
-	// Until the worker has built the first tables, samples go to it and
-	// teach no top: their copies run to the unreadable page.
-	if samples := copied / max(per, 1); per == 0 || per > 6144 || faults*4 > samples {
-		t.Errorf("%d bytes copied per sample, %d of %d samples' copies ran to the unreadable page above the stack; want at most 6144 and a quarter (the thread's stack top learned)", per, faults, samples)
-	}
-	if cut != 0 {
-		t.Errorf("%d stacks cut at a learned stack top, want 0", cut)
-	}
+	return w
 }
 
 // TestDwarfDlopen: a library built without frame pointers and loaded
