@@ -503,6 +503,14 @@ static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgi
 	return r;
 }
 
+// WINDOW_ENDED: a copy that stopped at an unreadable page or at the
+// thread's learned stack top. Such a stack is not cut where its
+// frame-pointer chain ends: a thread's stack (a C thread's in a cgo
+// program: its chain ends under start_thread, whose frames its unwind
+// needs) is not a goroutine's, which lies in Go's heap with neither
+// above it.
+#define WINDOW_ENDED (FLAG_WINDOW_FAULT | FLAG_WINDOW_TOP)
+
 // take_sample records the current task's stacks and submits them. in_user
 // says the sample interrupted user mode, where the kernel stack is empty:
 // the kernel walk (get_perf_callchain would find nothing) is then skipped;
@@ -575,12 +583,12 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 				// there.
 				__u64 w2 = copy_window(s, gsp, keep, 0, SWITCH_KEEP);
 				__u64 r = fp_chain(s, keep, gsp, w2, gfp);
-				if (r & CHAIN_END)
+				if ((r & CHAIN_END) && !(s->flags & WINDOW_ENDED))
 					w2 = r & ~(__u64)CHAIN_END;
 				else if (w2 >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT))
 					w2 = copy_window(s, gsp, keep, w2, 0);
 				w = keep + w2;
-			} else if (end != 0) {
+			} else if (end != 0 && !(s->flags & WINDOW_ENDED)) {
 				w = end; // a Go stack's chain ended: its frames are all in
 			} else if (w >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT)) {
 				w = copy_window(s, s->regs[7], 0, w, 0); // the rest

@@ -320,6 +320,18 @@ func TestDwarfGoCgo(t *testing.T) {
 	dwarfCheck(t, out, symComm(bin), "c_outer", "runtime.main", "main.main", "main.cgoMid", "main.cgoLeaf", "runtime.asmcgocall.abi0", "c_outer")
 }
 
+// TestDwarfGoCThread: a thread that a Go program's C code starts keeps
+// the libc frames above its own: its frame-pointer chain ends under
+// start_thread, but the copy of a thread's stack stops at the unreadable
+// page above it, not where a goroutine's would (TestDwarfGoWindow).
+func TestDwarfGoCThread(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	testutil.RequireTool(t, "gcc")
+	bin := testutil.BuildGo(t, dwarfSrc+"gocthread.go")
+	out := dwarfProfile(t, bin, "2")
+	dwarfCheck(t, out, symComm(bin), "c_leaf", "clone3", "start_thread", "c_thread", "c_mid", "c_leaf")
+}
+
 // TestDwarfNode: node's stacks run from _start through V8's C++ frames
 // (CFI), its builtins (no CFI: frame pointers) and JIT code named by its
 // perf map, to the hot JavaScript function.
