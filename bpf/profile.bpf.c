@@ -452,29 +452,48 @@ static __always_inline __u64 go_switched_sp(struct sample *s, __u64 w)
 // outermost frame of a Go stack, goexit's or mstart's callee), it
 // returns the bytes of the window up to and with that frame's saved rbp
 // and return address, plus 1 (CHAIN_END: a multiple of 8 plus 1, which
-// no address it returns is). A global function: the verifier checks its
-// loop once, not at each call.
+// no address it returns is).
 #define CHAIN_END 1
-__attribute__((noinline)) __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp)
+
+// chain_step's results besides the next frame pointer (a multiple of 8):
+// STEP_OUT, fp is off the window; STEP_END | bytes, the chain ends with
+// the frame at fp; 0, no chain.
+#define STEP_OUT 1
+#define STEP_END 2
+
+// chain_step takes one step of fp_chain from the frame at fp. A global
+// function: the verifier walks fp_chain's loop hop by hop, and each hop
+// then holds only this call and its three outcomes.
+__attribute__((noinline)) __u64 chain_step(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp)
 {
-	if (!s || base > SWITCH_KEEP)
+	__u64 i = fp - sp;
+	if (i >= w || w - i < 16)
+		return STEP_OUT;
+	if (!s || base > SWITCH_KEEP || i > SWITCH_KEEP - 16 || (i & 7) != 0)
+		return 0; // past the part followed, or no frame
+	__u32 at = base + i;
+	asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
+	if (at > 2 * SWITCH_KEEP) // never: tells the verifier
 		return 0;
+	__u64 next = *(__u64 *)&s->data[at];
+	if (next == 0)
+		return (i + 16) | STEP_END;
+	if ((next & 7) != 0 || (next - sp < w && next <= fp))
+		return 0; // unaligned, or in the window and not above: no chain
+	return next;
+}
+
+static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp)
+{
 	for (int k = 0; k < SWITCH_HOPS; k++) {
-		__u64 i = fp - sp;
-		if (i >= w || w - i < 16)
-			break; // fp is off the window: the chain leaves it
-		if (i > SWITCH_KEEP - 16 || (i & 7) != 0)
-			return 0; // past the part followed, or no frame
-		__u32 at = base + i;
-		asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
-		if (at > 2 * SWITCH_KEEP) // never: tells the verifier
+		__u64 r = chain_step(s, base, sp, w, fp);
+		if (r == STEP_OUT)
+			break;
+		if (r & STEP_END)
+			return (r & ~(__u64)STEP_END) | CHAIN_END;
+		if (r == 0)
 			return 0;
-		__u64 next = *(__u64 *)&s->data[at];
-		if (next == 0)
-			return (i + 16) | CHAIN_END;
-		if (next - sp < w && next <= fp)
-			return 0; // in the window and not above: no chain
-		fp = next;
+		fp = r;
 	}
 	if ((fp & 7) != 0 || fp - sp < w)
 		return 0;
@@ -510,6 +529,66 @@ static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgi
 // needs) is not a goroutine's, which lies in Go's heap with neither
 // above it.
 #define WINDOW_ENDED (FLAG_WINDOW_FAULT | FLAG_WINDOW_TOP)
+
+// user_window copies the user stack window of a sample whose user
+// registers are in s (tgid's): from sp up, in two parts where the first
+// shows a stack switch (a second window then follows, FLAG_STACK_SWITCH)
+// or a Go stack's frame-pointer chain ends (the window then ends there).
+// It returns the window's bytes and counts them. A global function: the
+// verifier checks its branches once, instead of checking the rest of the
+// program after each.
+__attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
+{
+	if (!s)
+		return 0;
+	// First what a stack switch keeps of this stack: where there is
+	// one, the rest of it is not needed. The callers are on the
+	// goroutine's stack: keep the frames above sp on this one (the
+	// vDSO's fit in a page, a cgo call's C frames and a systemstack
+	// call's Go frames in SWITCH_KEEP) and copy that.
+	__u64 w = copy_window(s, s->regs[7], 0, 0, SWITCH_KEEP);
+	__u64 gsp = go_switched_sp(s, w), end = 0;
+	__u64 gfp = gsp + 16; // the Go function's frame, above its sp
+	__u32 keep = PAGE_SIZE;
+	if (gsp == 0) {
+		gsp = fp_switched_sp(s, w, tgid);
+		if (gsp & CHAIN_END) {
+			end = gsp & ~(__u64)CHAIN_END;
+			gsp = 0;
+		}
+		gfp = gsp;
+		keep = SWITCH_KEEP;
+	}
+	if (gsp != 0) {
+		if (keep > w)
+			keep = w;
+		// FLAG_WINDOW_TOP stays: a top that cut either copy is to be
+		// checked.
+		s->flags &= ~(FLAG_WINDOW_FAULT | FLAG_WINDOW_MAX);
+		s->flags |= FLAG_STACK_SWITCH;
+		s->switch_sp = gsp;
+		s->switch_off = keep;
+		// The goroutine's stack the same way: its first part, the
+		// rest only where its chain does not end there.
+		__u64 w2 = copy_window(s, gsp, keep, 0, SWITCH_KEEP);
+		__u64 r = fp_chain(s, keep, gsp, w2, gfp);
+		if ((r & CHAIN_END) && !(s->flags & WINDOW_ENDED))
+			w2 = r & ~(__u64)CHAIN_END;
+		else if (w2 >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT))
+			w2 = copy_window(s, gsp, keep, w2, 0);
+		w = keep + w2;
+	} else if (end != 0 && !(s->flags & WINDOW_ENDED)) {
+		w = end; // a Go stack's chain ended: its frames are all in
+	} else if (w >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT)) {
+		w = copy_window(s, s->regs[7], 0, w, 0); // the rest
+	}
+	count_add(COUNTER_WINDOW_BYTES, w);
+	if (s->flags & FLAG_WINDOW_FAULT)
+		count(COUNTER_WINDOW_FAULT);
+	if (s->flags & FLAG_WINDOW_MAX)
+		count(COUNTER_WINDOW_MAX);
+	return w;
+}
 
 // take_sample records the current task's stacks and submits them. in_user
 // says the sample interrupted user mode, where the kernel stack is empty:
@@ -550,54 +629,7 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 	if (dwarf) {
 		if (tgid != 0 && user_regs(regs, s, in_user)) {
 			s->flags |= FLAG_USER_REGS;
-			// First what a stack switch keeps of this stack: where
-			// there is one, the rest of it is not needed.
-			w = copy_window(s, s->regs[7], 0, 0, SWITCH_KEEP);
-			// The callers are on the goroutine's stack: keep the
-			// frames above sp on this one (the vDSO's fit in a page,
-			// a cgo call's C frames and a systemstack call's Go
-			// frames in SWITCH_KEEP) and copy that.
-			__u64 gsp = go_switched_sp(s, w), end = 0;
-			__u64 gfp = gsp + 16; // the Go function's frame, above its sp
-			__u32 keep = PAGE_SIZE;
-			if (gsp == 0) {
-				gsp = fp_switched_sp(s, w, tgid);
-				if (gsp & CHAIN_END) {
-					end = gsp & ~(__u64)CHAIN_END;
-					gsp = 0;
-				}
-				gfp = gsp;
-				keep = SWITCH_KEEP;
-			}
-			if (gsp != 0) {
-				if (keep > w)
-					keep = w;
-				// FLAG_WINDOW_TOP stays: a top that cut either copy
-				// is to be checked.
-				s->flags &= ~(FLAG_WINDOW_FAULT | FLAG_WINDOW_MAX);
-				s->flags |= FLAG_STACK_SWITCH;
-				s->switch_sp = gsp;
-				s->switch_off = keep;
-				// The goroutine's stack the same way: its first
-				// part, the rest only where its chain does not end
-				// there.
-				__u64 w2 = copy_window(s, gsp, keep, 0, SWITCH_KEEP);
-				__u64 r = fp_chain(s, keep, gsp, w2, gfp);
-				if ((r & CHAIN_END) && !(s->flags & WINDOW_ENDED))
-					w2 = r & ~(__u64)CHAIN_END;
-				else if (w2 >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT))
-					w2 = copy_window(s, gsp, keep, w2, 0);
-				w = keep + w2;
-			} else if (end != 0 && !(s->flags & WINDOW_ENDED)) {
-				w = end; // a Go stack's chain ended: its frames are all in
-			} else if (w >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT)) {
-				w = copy_window(s, s->regs[7], 0, w, 0); // the rest
-			}
-			count_add(COUNTER_WINDOW_BYTES, w);
-			if (s->flags & FLAG_WINDOW_FAULT)
-				count(COUNTER_WINDOW_FAULT);
-			if (s->flags & FLAG_WINDOW_MAX)
-				count(COUNTER_WINDOW_MAX);
+			w = user_window(s, tgid);
 		} else {
 			count(COUNTER_NO_REGS);
 		}
