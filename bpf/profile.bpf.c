@@ -345,10 +345,10 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 // and, from the timer interrupt, releases it through an irq_work, which
 // costs more BPF time a sample than it saves (bench/window/sweep.sh), so
 // it is off by default.
-// The copy starts from bytes above sp (a window copied in two parts: the
-// first up to limit, the rest from there) and stops at limit, 0 for no
-// limit.
-// It returns the bytes copied from sp (from included) and sets
+// It copies from `from` bytes above sp up to `limit` bytes above sp (0:
+// no limit), so that a window can be copied in two parts; a copy that
+// stops at limit is not one that a stack top ended (FLAG_WINDOW_TOP).
+// It returns the bytes from sp copied so far (from included) and sets
 // FLAG_WINDOW_* and FLAG_NO_VMA. A global function: the verifier checks
 // it once, on its own, instead of checking the rest of the program after
 // each way out of the loop (an inlined copy took a second to load).
@@ -443,16 +443,7 @@ static __always_inline __u64 go_switched_sp(struct sample *s, __u64 w)
 // SWITCH_HOPS bounds the frames fp_chain follows in a window.
 #define SWITCH_HOPS 32
 
-// fp_chain follows the frame-pointer chain from fp through up to
-// SWITCH_HOPS frames of a window (w bytes copied from sp, at base in
-// s->data), each above the last, and returns where it leaves the window:
-// an aligned address outside it. It returns 0 when the chain stays in
-// the window, is unaligned, does not go up or runs past SWITCH_KEEP
-// bytes of the window; when it ends, at a saved frame pointer of 0 (the
-// outermost frame of a Go stack, goexit's or mstart's callee), it
-// returns the bytes of the window up to and with that frame's saved rbp
-// and return address, plus 1 (CHAIN_END: a multiple of 8 plus 1, which
-// no address it returns is).
+// CHAIN_END marks fp_chain's result where the chain ends.
 #define CHAIN_END 1
 
 // chain_step's results besides the next frame pointer (a multiple of 8):
@@ -483,6 +474,16 @@ __attribute__((noinline)) __u64 chain_step(struct sample *s, __u32 base, __u64 s
 	return next;
 }
 
+// fp_chain follows the frame-pointer chain from fp through up to
+// SWITCH_HOPS frames of a window (w bytes copied from sp, at base in
+// s->data), each above the last, and returns where it leaves the window:
+// an aligned address outside it. It returns 0 when the chain stays in
+// the window, is unaligned, does not go up or runs past SWITCH_KEEP
+// bytes of the window; when it ends, at a saved frame pointer of 0 (the
+// outermost frame of a Go stack, goexit's or mstart's callee), it
+// returns the bytes of the window up to and with that frame's saved rbp
+// and return address, plus 1 (CHAIN_END: a multiple of 8 plus 1, which
+// no address it returns is).
 static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp)
 {
 	for (int k = 0; k < SWITCH_HOPS; k++) {
