@@ -513,14 +513,13 @@ static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __
 // the window of a listed process, fp_chain's end (CHAIN_END set).
 static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgid)
 {
+	// The lookups first: a program that is not Go (most samples, once
+	// any Go program is listed) then walks no chain.
 	__u32 zero = 0;
 	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
-	if (!any || *any == 0)
+	if (!any || *any == 0 || !bpf_map_lookup_elem(&switch_tgids, &tgid))
 		return 0;
-	__u64 r = fp_chain(s, 0, s->regs[7], w, s->regs[6]);
-	if (r == 0 || !bpf_map_lookup_elem(&switch_tgids, &tgid))
-		return 0;
-	return r;
+	return fp_chain(s, 0, s->regs[7], w, s->regs[6]);
 }
 
 // WINDOW_ENDED: a copy that stopped at an unreadable page or at the
