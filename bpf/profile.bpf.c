@@ -165,17 +165,27 @@ struct {
 	__type(value, __u64);
 } stack_tops SEC(".maps");
 
+// go_text is what switch_tgids holds for a listed process: the
+// addresses [lo, hi) of its Go code (the executable mapping of its Go
+// program or library), where the return address of a Go stack's
+// outermost frame lies (runtime.goexit's, runtime.mstart's).
+struct go_text {
+	__u64 lo;
+	__u64 hi;
+};
+
 // Processes whose samples may run on a stack their callers are not on
-// (tgid -> 1): Go programs, which run C code (cgo: runtime.asmcgocall) on
-// the g0 stack. The recorder lists a process when an unwind of its ends
-// in Go code (Sampler.SetStackSwitch); for its samples the program then
-// copies a second window where the frame pointer leads off the first
+// (tgid -> go_text): Go programs, which run C code (cgo:
+// runtime.asmcgocall) on the g0 stack. The recorder lists a Go program
+// at its exec, or a process when an unwind of its ends in Go code
+// (Sampler.SetStackSwitch); for its samples the program then copies a
+// second window where the frame pointer leads off the first
 // (fp_switched_sp). LRU: exited processes age out.
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct go_text);
 } switch_tgids SEC(".maps");
 
 // Slot 0: 1 once the reader has listed any process in switch_tgids, so
@@ -501,7 +511,19 @@ static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __
 	return fp;
 }
 
-// fp_switched_sp returns, for a sample of a process in switch_tgids (a Go
+// switch_listed returns the Go code of process tgid when it is listed
+// in switch_tgids, else NULL; a machine with no process listed looks up
+// nothing but switch_any.
+static __always_inline struct go_text *switch_listed(__u32 tgid)
+{
+	__u32 zero = 0;
+	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
+	if (!any || *any == 0)
+		return NULL;
+	return bpf_map_lookup_elem(&switch_tgids, &tgid);
+}
+
+// fp_switched_sp returns, for a sample of a listed process (a Go
 // program), where the frame-pointer chain leads when it leaves the
 // window (w bytes copied from sp): Go code on the g0 stack keeps it. C
 // code that a Go function called there (cgo, runtime.asmcgocall) keeps
@@ -509,17 +531,33 @@ static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __
 // callee-saved, or saves it in a frame of its own; a function run by
 // runtime.systemstack saves rbp, systemstack's frame on the goroutine's
 // stack, in its frame, and so do its callees in theirs. It returns 0 when
-// fp_chain finds no way out or tgid is not listed; when the chain ends in
-// the window of a listed process, fp_chain's end (CHAIN_END set).
-static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, __u32 tgid)
+// fp_chain finds no way out or the process is not listed (text NULL);
+// when the chain ends in the window, fp_chain's end (CHAIN_END set).
+static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, struct go_text *text)
 {
-	// The lookups first: a program that is not Go (most samples, once
+	// The lookup first: a program that is not Go (most samples, once
 	// any Go program is listed) then walks no chain.
-	__u32 zero = 0;
-	__u32 *any = bpf_map_lookup_elem(&switch_any, &zero);
-	if (!any || *any == 0 || !bpf_map_lookup_elem(&switch_tgids, &tgid))
+	if (!text)
 		return 0;
 	return fp_chain(s, 0, s->regs[7], w, s->regs[6]);
+}
+
+// go_return reports whether the return address at byte at of s->data
+// (that of the frame where a frame-pointer chain ended: fp_chain's end
+// less 8) lies in [lo, hi), the process's Go code: the chain ended at a
+// Go stack's outermost frame, goexit's or mstart's callee, and not at a
+// C thread's (under start_thread, in libc), whose unwind needs the
+// frames above. A global function, as chain_step.
+__attribute__((noinline)) int go_return(struct sample *s, __u64 at, __u64 lo, __u64 hi)
+{
+	if (!s || at > 2 * SWITCH_KEEP)
+		return 0;
+	__u32 i = at;
+	asm volatile("" : "+r"(i)); // bound the value itself, as the verifier sees it
+	if (i > 2 * SWITCH_KEEP) // never: tells the verifier
+		return 0;
+	__u64 ret = *(__u64 *)&s->data[i];
+	return ret >= lo && ret < hi;
 }
 
 // WINDOW_ENDED: a copy that stopped at an unreadable page or at the
@@ -550,11 +588,15 @@ __attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
 	__u64 gsp = go_switched_sp(s, w), end = 0;
 	__u64 gfp = gsp + 16; // the Go function's frame, above its sp
 	__u32 keep = PAGE_SIZE;
+	struct go_text *text = NULL;
 	if (gsp == 0) {
-		gsp = fp_switched_sp(s, w, tgid);
+		text = switch_listed(tgid);
+		gsp = fp_switched_sp(s, w, text);
 		if (gsp & CHAIN_END) {
 			end = gsp & ~(__u64)CHAIN_END;
 			gsp = 0;
+			if (!text || !go_return(s, end - 8, text->lo, text->hi))
+				end = 0; // a C thread's chain: its frames go on above
 		}
 		gfp = gsp;
 		keep = SWITCH_KEEP;
@@ -572,7 +614,10 @@ __attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
 		// rest only where its chain does not end there.
 		__u64 w2 = copy_window(s, gsp, keep, 0, SWITCH_KEEP);
 		__u64 r = fp_chain(s, keep, gsp, w2, gfp);
-		if ((r & CHAIN_END) && !(s->flags & WINDOW_ENDED))
+		// A vDSO call's goroutine stack (go_switched_sp: text NULL) is
+		// Go's; a listed process's where its chain ends in Go code.
+		if ((r & CHAIN_END) && !(s->flags & WINDOW_ENDED) &&
+		    (!text || go_return(s, keep + (r & ~(__u64)CHAIN_END) - 8, text->lo, text->hi)))
 			w2 = r & ~(__u64)CHAIN_END;
 		else if (w2 >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT))
 			w2 = copy_window(s, gsp, keep, w2, 0);

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type profileGoText struct {
+	_  structs.HostLayout
+	Lo uint64
+	Hi uint64
+}
+
 type profileSample struct {
 	_         structs.HostLayout
 	TimeNs    uint64

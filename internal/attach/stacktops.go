@@ -93,18 +93,22 @@ func (s *Sampler) DeleteStackTop(tid uint32) error {
 	return nil
 }
 
-// SetStackSwitch lists process pid in the BPF program's switch_tgids
-// map: its samples whose frame pointer leads off the copied window (C
-// code a Go function called on the g0 stack: cgo) then get a second
-// window copied from where it leads (FlagStackSwitch). The reader lists
-// a process when an unwind stops at such a switch; an LRU map, so
-// processes that exit age out. The first listing turns the lookups on
-// (switch_any): until then samples pay none. Safe from any goroutine.
-func (s *Sampler) SetStackSwitch(pid uint32) error {
+// SetStackSwitch lists process pid, whose Go code lies at the addresses
+// [lo, hi) (the executable mapping of its Go program or library, from
+// /proc/PID/maps), in the BPF program's switch_tgids map: its samples
+// whose frame pointer leads off the copied window (C code a Go function
+// called on the g0 stack: cgo) then get a second window copied from
+// where it leads (FlagStackSwitch), and a window ends where its
+// frame-pointer chain ends in a frame whose return address is in [lo,
+// hi) (a goroutine's outermost frame; a C thread's, under libc's
+// start_thread, is not). An LRU map, so processes that exit age out.
+// The first listing turns the lookups on (switch_any): until then
+// samples pay none. Safe from any goroutine.
+func (s *Sampler) SetStackSwitch(pid uint32, lo, hi uint64) error {
 	if s.objs.SwitchTgids == nil {
 		return errors.New("stack switches: sampler not loaded")
 	}
-	if err := s.objs.SwitchTgids.Put(pid, uint8(1)); err != nil {
+	if err := s.objs.SwitchTgids.Put(pid, profileGoText{Lo: lo, Hi: hi}); err != nil {
 		return fmt.Errorf("list process %d for stack switches: %w", pid, err)
 	}
 	if !s.switchAny.Load() { // the program looks pids up from now on

@@ -79,6 +79,7 @@ func (r *Recorder) collect(ctx context.Context) error {
 			settled.clear()
 			us.forget(smp.PID)
 			sym.ObserveExec(smp.PID) // its new program, while it lives
+			us.listExec(smp.PID)
 		case smp.Flags&attach.FlagProcessExit == 0:
 			// With CallGraphDWARF the user stack is unwound here, where
 			// its window is (in the ring buffer), rather than copied

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -197,6 +198,7 @@ func New(cfg Config) (_ *Recorder, err error) {
 	r.c.us = newUserStacks(r.sym, u.Sibling(workerMemoBits), deferred, true) // a rule memo of its own
 	if r.sampler != nil && cfg.Sampling.CallGraph == attach.CallGraphDWARF {
 		r.us.sw, r.c.us.sw = r.sampler, r.sampler
+		r.us.procRoot = cmp.Or(cfg.Symbolize.ProcRoot, "/proc")
 	}
 	if r.sampler != nil && cfg.Sampling.StackTops && cfg.Sampling.CallGraph == attach.CallGraphDWARF {
 		r.us.tops, r.us.top, r.us.tids = r.sampler, map[uint32]threadTop{}, map[uint32][]uint32{}

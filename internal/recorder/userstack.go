@@ -1,9 +1,13 @@
 package recorder
 
 import (
+	"debug/elf"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/symbolize"
@@ -59,7 +63,22 @@ type userStacks struct {
 	// The reader's verdicts by process: true listed, false a whole
 	// stack of its ended outside Go code (not looked at again).
 	switches map[uint32]bool
+	// The reader's, for listExec: the procfs mount (<procRoot>/PID/exe),
+	// and its verdicts on the programs exec'd so far, by file.
+	procRoot string
+	goExes   map[exeID]bool
 }
+
+// exeID names a program file as exec'd: its device, inode, size and
+// modification time (ns).
+type exeID struct {
+	dev, ino    uint64
+	size, mtime int64
+}
+
+// maxGoExes bounds the reader's verdicts on programs (goExes): past it,
+// they start over.
+const maxGoExes = 4096
 
 // stackTops is where the reader puts the stack tops it learns
 // (attach.Sampler).
@@ -71,7 +90,7 @@ type stackTops interface {
 // stackSwitches is where the reader and the worker list the processes
 // whose samples need a second window (attach.Sampler).
 type stackSwitches interface {
-	SetStackSwitch(pid uint32) error
+	SetStackSwitch(pid uint32, lo, hi uint64) error
 	DeleteStackSwitch(pid uint32) error
 }
 
@@ -214,8 +233,10 @@ func (us *userStacks) learnTop(smp *attach.Sample, stop unwind.Stop, top uint64)
 // its (ips, leaf first, ended by stop) ends in Go code: a Go program's
 // stacks end at runtime.goexit or mstart, and one cut in
 // runtime.asmcgocall, under C code called through cgo on the g0 stack,
-// ends there. So a Go program is listed at its first unwound sample,
-// before its first cgo call as a rule. The reader lists a process once
+// ends there. So a Go program found running, or Go code in a library,
+// is listed at its first unwound sample, before its first cgo call as
+// a rule (one exec'd while gprofile runs at its exec: listExec). The
+// reader lists a process once
 // (until forget), and remembers one whose whole stacks end outside Go
 // code (a C program: not looked at again); the worker, which sees a
 // process's first samples but no exits, lists at each sample it unwinds
@@ -235,9 +256,100 @@ func (us *userStacks) learnSwitch(pid uint32, p *codeProcess, ips []uint64, stop
 		}
 		return
 	}
-	if us.sw.SetStackSwitch(pid) == nil {
+	lo, hi, ok := p.mapping(pc)
+	if ok && us.sw.SetStackSwitch(pid, lo, hi) == nil {
 		us.decideSwitch(pid, true)
 	}
+}
+
+// listExec lists process pid, which has just exec'd, when its new
+// program is Go (goProgram), so that its first samples already get the
+// goroutine's stack. learnSwitch would list it at its first unwound
+// sample, which the reader sees a ring buffer read later: a short Go
+// program's first tens of milliseconds of samples in runtime.systemstack
+// calls, cgo or the vDSO were cut (TestDwarfGoFirstSamples). The sampler
+// wakes the reader at each exec (attach.Sampler.ExecsReported), before
+// the Go runtime has started its threads. The reader's only.
+func (us *userStacks) listExec(pid uint32) {
+	if us.sw == nil || us.worker {
+		return
+	}
+	ino, ok := us.goProgram(pid)
+	if !ok {
+		return
+	}
+	lo, hi, ok := execMapping(fmt.Sprintf("%s/%d/maps", us.procRoot, pid), ino)
+	if ok && us.sw.SetStackSwitch(pid, lo, hi) == nil {
+		us.decideSwitch(pid, true)
+	}
+}
+
+// goProgram reports whether process pid runs a Go program
+// (<procRoot>/PID/exe is an ELF file with Go's sections, unwind.IsGoELF),
+// and the program file's inode. A file is read once (goExes): a program
+// exec'd again (a build's compiler, a shell's commands) costs an open
+// and an fstat. A process gone, or a file that is not ELF, is not Go.
+func (us *userStacks) goProgram(pid uint32) (ino uint64, isGo bool) {
+	f, err := os.Open(fmt.Sprintf("%s/%d/exe", us.procRoot, pid))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	id := exeID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+	if v, ok := us.goExes[id]; ok {
+		return st.Ino, v
+	}
+	var v bool
+	if ef, err := elf.NewFile(f); err == nil {
+		v = unwind.IsGoELF(ef)
+	}
+	if us.goExes == nil || len(us.goExes) >= maxGoExes {
+		us.goExes = map[exeID]bool{}
+	}
+	us.goExes[id] = v
+	return st.Ino, v
+}
+
+// execMapping returns the addresses [lo, hi) that the executable
+// mappings of the file with inode ino span in the maps file path
+// (/proc/PID/maps: "start-end perms offset dev inode path"); false when
+// none is executable.
+func execMapping(path string, ino uint64) (lo, hi uint64, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 6 || len(f[1]) < 3 || f[1][2] != 'x' {
+			continue
+		}
+		if n, err := strconv.ParseUint(f[4], 10, 64); err != nil || n != ino {
+			continue
+		}
+		start, end, found := strings.Cut(f[0], "-")
+		s, err1 := strconv.ParseUint(start, 16, 64)
+		e, err2 := strconv.ParseUint(end, 16, 64)
+		if !found || err1 != nil || err2 != nil || e <= s {
+			continue
+		}
+		if !ok || s < lo {
+			lo = s
+		}
+		if !ok || e > hi {
+			hi = e
+		}
+		ok = true
+	}
+	return lo, hi, ok
 }
 
 // decideSwitch records the reader's verdict on process pid (listed, or
@@ -316,6 +428,17 @@ type codeProcess struct {
 type codeObject struct {
 	start, limit uint64
 	obj          unwind.Object
+}
+
+// mapping returns the addresses [start, limit) of the mapping that
+// holds pc, among those Object has looked up; false when none does.
+func (p *codeProcess) mapping(pc uint64) (start, limit uint64, ok bool) {
+	for i := range p.objs {
+		if o := &p.objs[i]; pc >= o.start && pc < o.limit {
+			return o.start, o.limit, true
+		}
+	}
+	return 0, 0, false
 }
 
 // maxCodeObjects bounds codeProcess.objs: a process's stacks touch a few

@@ -2,9 +2,12 @@ package recorder
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/attach"
@@ -18,8 +21,10 @@ type fakeTops struct {
 	sets    int
 	deletes int
 	fail    bool // SetStackTop fails
-	// The processes listed for stack switches (switch_tgids).
+	// The processes listed for stack switches (switch_tgids), and the
+	// addresses of their Go code.
 	switches map[uint32]bool
+	texts    map[uint32][2]uint64
 }
 
 func (f *fakeTops) SetStackTop(tid uint32, top uint64) error {
@@ -37,11 +42,12 @@ func (f *fakeTops) DeleteStackTop(tid uint32) error {
 	return nil
 }
 
-func (f *fakeTops) SetStackSwitch(pid uint32) error {
+func (f *fakeTops) SetStackSwitch(pid uint32, lo, hi uint64) error {
 	if f.switches == nil {
-		f.switches = map[uint32]bool{}
+		f.switches, f.texts = map[uint32]bool{}, map[uint32][2]uint64{}
 	}
 	f.switches[pid] = true
+	f.texts[pid] = [2]uint64{lo, hi}
 	return nil
 }
 
@@ -182,12 +188,75 @@ func TestCodeProcessKeepsTable(t *testing.T) {
 func TestForgetSwitch(t *testing.T) {
 	us, f := topsUserStacks()
 	us.sw = f
-	f.SetStackSwitch(10)
-	f.SetStackSwitch(20)
+	f.SetStackSwitch(10, 0x400000, 0x500000)
+	f.SetStackSwitch(20, 0x400000, 0x500000)
 	us.switches = map[uint32]bool{10: true, 30: false}
 	us.forget(10)
 	us.forget(30)
 	if f.switches[10] || !f.switches[20] || len(us.switches) != 0 {
 		t.Errorf("after forget(10), forget(30): sampler's list %v, reader's verdicts %v; want only 20 in the sampler's, no verdicts", f.switches, us.switches)
+	}
+}
+
+// TestListExec: a process that exec'd a Go program is listed for stack
+// switches at once, with the addresses its program's executable mappings
+// span in its maps; one that exec'd another program, whose maps show no
+// executable mapping of its program, or that is gone, is not; the worker
+// lists none at exec; a program is read once.
+func TestListExec(t *testing.T) {
+	root := t.TempDir()
+	goBin, err := os.Executable() // this test binary: Go
+	if err != nil {
+		t.Fatal(err)
+	}
+	cBin := "/bin/sh" // Debian's dash: C
+	inode := func(path string) uint64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	goMaps := fmt.Sprintf("00400000-00401000 r--p 00000000 08:01 %[1]d %[2]s\n"+
+		"00401000-00500000 r-xp 00001000 08:01 %[1]d %[2]s\n"+
+		"00500000-00600000 r--p 00100000 08:01 %[1]d %[2]s\n"+
+		"7f0000000000-7f0000100000 r-xp 00000000 08:01 %[1]d0 /lib/other.so\n", inode(goBin), goBin)
+	cMaps := fmt.Sprintf("55550000-55560000 r-xp 00000000 08:01 %d %s\n", inode(cBin), cBin)
+	for pid, p := range map[string]struct{ exe, maps string }{
+		"10": {goBin, goMaps}, "20": {cBin, cMaps}, "30": {goBin, goMaps}, "50": {goBin, cMaps},
+	} {
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p.exe, filepath.Join(root, pid, "exe")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "maps"), []byte(p.maps), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	us, f := topsUserStacks()
+	us.sw, us.procRoot = f, root
+	for _, pid := range []uint32{10, 20, 40, 50} { // 40: no such process
+		us.listExec(pid)
+	}
+	if want := map[uint32]bool{10: true}; !maps.Equal(f.switches, want) || !maps.Equal(us.switches, want) {
+		t.Errorf("sampler's list %v, reader's verdicts %v; want %v in both", f.switches, us.switches, want)
+	}
+	if got, want := f.texts[10], [2]uint64{0x401000, 0x500000}; got != want {
+		t.Errorf("process 10's Go code at %#x, want %#x", got, want)
+	}
+	if len(us.goExes) != 2 {
+		t.Errorf("%d programs read, want 2 (the Go one and the C one)", len(us.goExes))
+	}
+	us.listExec(30) // the same Go program: from goExes
+	if !f.switches[30] || len(us.goExes) != 2 {
+		t.Errorf("process 30 (the same Go program) listed %v, %d programs read; want listed, 2", f.switches[30], len(us.goExes))
+	}
+	w, fw := topsUserStacks()
+	w.sw, w.procRoot, w.worker = fw, root, true
+	w.listExec(10)
+	if len(fw.switches) != 0 {
+		t.Errorf("the worker listed %v at exec, want none", fw.switches)
 	}
 }

@@ -256,10 +256,17 @@ var goFPNames = map[string]bool{
 	"runtime.asmcgocall": true, "runtime.asmcgocall.abi0": true,
 }
 
+// IsGoELF reports whether f is a Go program or library: it has the Go
+// toolchain's .gopclntab or .go.buildinfo section (read from f's section
+// headers alone).
+func IsGoELF(f *elf.File) bool {
+	return f.Section(".gopclntab") != nil || f.Section(".go.buildinfo") != nil
+}
+
 // goTopFuncs returns the start addresses of goTopNames in a Go binary
-// (one with .gopclntab or .go.buildinfo) from its .symtab, or nil.
+// (IsGoELF) from its .symtab, or nil.
 func goTopFuncs(f *elf.File) map[uint64]bool {
-	if f.Section(".gopclntab") == nil && f.Section(".go.buildinfo") == nil {
+	if !IsGoELF(f) {
 		return nil
 	}
 	if f.Class != elf.ELFCLASS64 || f.ByteOrder != binary.LittleEndian {
