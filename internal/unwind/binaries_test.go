@@ -53,7 +53,8 @@ func buildGoChain(t testing.TB, flags ...string) string {
 }
 
 // checkGoTopFrames: in a Go binary, a walk ends as complete at
-// runtime.goexit and runtime.mstart (their return address is undefined).
+// runtime.goexit and runtime.mstart (their return address is undefined),
+// and at the program's entry point (goEntryNames).
 func checkGoTopFrames(t *testing.T, bin string) {
 	t.Helper()
 	f, err := elf.Open(bin)
@@ -69,19 +70,23 @@ func checkGoTopFrames(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := 0
+	found, entries := 0, 0
 	for _, s := range syms {
-		if !goTopNames[s.Name] {
+		if !goTopNames[s.Name] && !goEntryNames[s.Name] {
 			continue
 		}
 		r, _, ok := tab.lookup(s.Value + 1)
 		if !ok || r.cfaKind == cfaComplex || r.raKind != raUndef {
 			t.Errorf("%s: rule %+v (found %v), want an undefined return address", s.Name, r, ok)
 		}
-		found++
+		if goEntryNames[s.Name] {
+			entries++
+		} else {
+			found++
+		}
 	}
-	if found < 2 {
-		t.Errorf("found %d of Go's top functions, want goexit and mstart at least", found)
+	if found < 2 || entries != len(goEntryNames) {
+		t.Errorf("found %d of Go's top functions and %d of its %d entry functions, want goexit and mstart at least, and every entry function", found, entries, len(goEntryNames))
 	}
 	// An ordinary function keeps its return address.
 	for _, s := range syms {

@@ -49,6 +49,11 @@ func newTable(f *elf.File, pcln io.ReaderAt, lazy bool) (*Table, error) {
 // mapping, and a read of it that faults (the file shrank) gives an
 // error here, or no rule for that FDE later (lazyFDEs.build).
 func newTableFrom(f *elf.File, pcln io.ReaderAt, lazy bool, lr *elfio.ReaderAt) (t *Table, err error) {
+	defer func() {
+		if t != nil {
+			t.entry = f.Entry
+		}
+	}()
 	if lr != nil {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
@@ -242,6 +247,14 @@ var goTopNames = map[string]bool{
 	// past its prologue is rbp's: goFlagSPWrite in golazy.go.)
 	"runtime.morestack": true, "runtime.morestack.abi0": true,
 }
+
+// goEntryNames are a Go program's entry point (ELF e_entry) and what it
+// jumps to before runtime.rt0_go: their sp is the process's initial
+// one, at argc, with no return address above it, so a sample there has
+// a whole stack of one frame (it read argc as a return address before).
+// Go 1.18+ binaries only (goFuncs): scanTopFuncs looks for names that
+// start with "runtime.".
+var goEntryNames = map[string]bool{"_rt0_amd64_linux": true, "_rt0_amd64": true}
 
 // goFPNames are the Go runtime functions whose caller's frame is found
 // from rbp alone (CFA = rbp + 16): asmcgocall runs C code (cgo) on the

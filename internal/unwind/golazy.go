@@ -177,7 +177,7 @@ func (g *goFuncs) decode(i int) (rows []goRow) {
 		flag = fn[g.flagOff]
 	}
 	nameOff := int64(le.Uint32(fn[4:]))
-	top := flag&goFlagTopFrame != 0 || g.nameIn(nameOff, goTopNames)
+	top := flag&goFlagTopFrame != 0 || g.nameIn(nameOff, goTopNames) || g.nameIn(nameOff, goEntryNames)
 	if !top && g.nameIn(nameOff, goFPNames) {
 		// Its caller's frame is found from rbp at every pc (see
 		// goFPNames).

@@ -112,7 +112,7 @@ func (b *tableBuilder) addGoPclntab(g *goPclntab, rank int) {
 		}
 		// Go's top functions by their .gopclntab names: stripped binaries have no .symtab.
 		flag := g.funcFlag(i)
-		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)] || flag&goFlagTopFrame != 0
+		b.fdeLo, b.inTop = len(b.rows), b.topFuncs[start] || goTopNames[g.funcName(i)] || goEntryNames[g.funcName(i)] || flag&goFlagTopFrame != 0
 		lo := len(b.rows)
 		r := &buf{b: pcsp}
 		pc, val := start, int64(-1)

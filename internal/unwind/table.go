@@ -31,6 +31,21 @@ type Table struct {
 	fdes  *lazyFDEs
 	stats TableStats
 	id    atomic.Uint32 // memoID, 0 until the rule memo first needs it
+	// entry is the binary's entry point (ELF e_entry; 0: none), whose
+	// stub starts the process's stack (inEntryStub).
+	entry uint64
+}
+
+// entryStubBytes bounds the code at a binary's entry point that starts
+// the process's stack with no CFI: the dynamic loader's _start and
+// _dl_start_user (glibc's RTLD_START: 61 bytes on x86-64), which call
+// _dl_start and _dl_init from the initial sp.
+const entryStubBytes = 64
+
+// inEntryStub reports whether pc (an ELF address) lies in the first
+// entryStubBytes of the binary's entry point.
+func (t *Table) inEntryStub(pc uint64) bool {
+	return t.entry != 0 && pc >= t.entry && pc-t.entry < entryStubBytes
 }
 
 // TableStats describes how a Table was built, for tests and diagnostics.

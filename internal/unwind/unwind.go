@@ -247,13 +247,18 @@ func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byt
 // when it has some but none for pc (code without CFI inside a binary that
 // has some, such as node's embedded builtins), with frame pointers as perf
 // does, StopNoCFI if they do not hold (rbp 0 included: in code without
-// frame pointers it is no proof of the outermost frame).
+// frame pointers it is no proof of the outermost frame). A pc without CFI
+// in the stub at the binary's entry point (the dynamic loader's _start)
+// is the process's outermost frame.
 func stepIn(memo *ruleMemo, tab *Table, pc uint64, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	if tab == nil || tab.noCFI {
 		return stepFP(fr, mem), false
 	}
 	if r, sub, ok := memo.lookup(tab, pc); ok {
 		return step(sub, r, fr, mem)
+	}
+	if tab.inEntryStub(pc) {
+		return stopOutermost, false // the process's first frame, as CFI's undefined return address says elsewhere
 	}
 	if s = stepFP(fr, mem); s != stopNone {
 		s = StopNoCFI
