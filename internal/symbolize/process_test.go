@@ -345,6 +345,40 @@ func TestObserveExec(t *testing.T) {
 	}
 }
 
+// TestObserveExecReadsAgain: a process first seen after its exec (for a
+// sample taken before it, read later: ring order), before the dynamic
+// loader had mapped its libraries, has its maps read again at its exec
+// record, though its program is the one read: a process that lives a
+// few milliseconds lost the frames of its libraries (a 5 ms C program's
+// samples cut at libc's return address in 2 of 3) when the record only
+// compared /proc/PID/exe.
+func TestObserveExecReadsAgain(t *testing.T) {
+	prog := symtest.BuildProg(t, true)
+	lib := symtest.BuildInline(t)
+	const pid = 72
+	fp := newFakeProc(t)
+	fp.setMaps(pid, textMapping(t, prog, 0x555555554000))
+	if err := os.Symlink(prog, filepath.Join(fp.root, fmt.Sprint(pid), "exe")); err != nil {
+		t.Fatal(err)
+	}
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	clock := time.Unix(1000, 0)
+	s.procs.now = func() time.Time { return clock }
+	s.procs.settle = nil
+	s.Observe(pid) // first sight: the program alone
+	p := s.procs.m[pid]
+	libText := textMapping(t, lib, 0x7f0000000000)
+	if p == nil || len(p.maps) != 1 || p.find(libText.Start) != nil {
+		t.Fatalf("first sight: %+v, want the program's mapping alone", p)
+	}
+	fp.setMaps(pid, textMapping(t, prog, 0x555555554000), libText) // the loader maps the library
+	clock = clock.Add(time.Microsecond)
+	s.ObserveExec(pid)
+	if p := s.procs.m[pid]; p == nil || p.find(libText.Start) == nil {
+		t.Errorf("ObserveExec did not read the maps again: the library the loader mapped is missing")
+	}
+}
+
 // TestExecBackstop: with exec records on (SetExecsReported), a process
 // whose record was lost has its exec found by the stat of /proc/PID/exe
 // only once execBackstopInterval has passed since the last check, not

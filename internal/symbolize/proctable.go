@@ -151,7 +151,13 @@ func (t *procTable) observeExec(pid uint32) {
 	if p, ok := t.m[pid]; ok && p.inherited {
 		delete(t.m, pid) // read the new program's maps, as for a new process
 	} else if ok {
-		t.checkExec(p, true)
+		if !t.checkExec(p, true) && p.seen && !p.gone && t.readMaps(p) {
+			// Its maps were read after the exec already (for a sample
+			// taken before it, ring order): maybe before the dynamic
+			// loader mapped the libraries. Read them now and settle
+			// as after any exec.
+			t.scheduleSettle(p)
+		}
 		return
 	}
 	if p := t.process(pid); p.seen {

@@ -357,10 +357,13 @@ func (s *Symbolizer) SetExecsReported(on bool) {
 }
 
 // ObserveExec is Observe for a process known to have just exec'd (an
-// exec record): its maps are read now, on first sight or because
-// /proc/PID/exe changed, without Observe's 10 ms between exec checks (a
-// check made just before the exec, on a sample of the old program, must
-// not hide the new one).
+// exec record): its maps are read now, without Observe's 10 ms between
+// exec checks (a check made just before the exec, on a sample of the old
+// program, must not hide the new one), and again while it runs the new
+// program (settleDelays), whether this is its first sight, /proc/PID/exe
+// changed, or the maps were read after the exec already (for a sample
+// taken before it), maybe before the dynamic loader mapped the
+// libraries.
 func (s *Symbolizer) ObserveExec(pid uint32) {
 	s.procs.observeExec(pid)
 }
