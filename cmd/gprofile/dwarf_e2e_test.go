@@ -335,7 +335,7 @@ func TestDwarfGoSystemstack(t *testing.T) {
 // instead, as before, each of these 0.3 s processes had its first tens
 // of milliseconds cut (30-50 samples of a 0.5 s run). The samples that
 // stay cut are taken while a process exits (do_exit): its memory, the
-// stack with it, is gone, as perf finds too.
+// stack with it, is gone, as perf finds too (no-stack).
 func TestDwarfGoFirstSamples(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	bin := testutil.BuildGo(t, dwarfSrc+"gogc.go")

@@ -97,6 +97,10 @@ const (
 	// StopBadRule: a rule needs a register whose value is not known, an
 	// expression failed, or the new sp did not grow (no progress).
 	StopBadRule
+	// StopNoStack: a read was needed and not a byte of the stack could
+	// be copied at sp: a process that is exiting, whose memory is gone
+	// (perf gets no more), or an sp in no mapping.
+	StopNoStack
 	// NumStops bounds the Stop values, for arrays of counters indexed
 	// by Stop (index 0 is unused).
 	NumStops
@@ -106,7 +110,7 @@ const (
 	stopOutermost
 )
 
-var stopNames = [NumStops]string{"none", "complete", "window", "no-object", "no-cfi", "read-outside", "depth", "bad-rule"}
+var stopNames = [NumStops]string{"none", "complete", "window", "no-object", "no-cfi", "read-outside", "depth", "bad-rule", "no-stack"}
 
 // String names the stop reason in one word ("window"), for counters.
 func (s Stop) String() string {

@@ -36,8 +36,12 @@ func (m *memory) inSecond(addr uint64) bool {
 	return m.b2 != nil && addr >= m.base2 && addr-m.base2 < uint64(len(m.b2))
 }
 
-// read reads size (1, 2, 4 or 8) bytes at addr, little-endian.
+// read reads size (1, 2, 4 or 8) bytes at addr, little-endian; from an
+// empty window (nothing could be copied) it reports StopNoStack.
 func (m *memory) read(addr uint64, size uint64) (uint64, Stop) {
+	if len(m.b) == 0 && len(m.b2) == 0 {
+		return 0, StopNoStack
+	}
 	if m.inSecond(addr) {
 		return readIn(m.b2, addr-m.base2, size)
 	}

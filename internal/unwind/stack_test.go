@@ -176,7 +176,9 @@ func checkExtent(t *testing.T, u *Unwinder, d *dump) {
 
 // TestWindowCut unwinds the qsort24 stack from windows cut short: each
 // gives a prefix of the whole stack and stops with StopWindow (or
-// complete, once the window holds the whole stack).
+// complete, once the window holds the whole stack); an empty window (not
+// a byte copied: a process exiting) gives the leaf alone and
+// StopNoStack.
 func TestWindowCut(t *testing.T) {
 	u, d := qsort24(t)
 	whole, _ := u.Unwind(nil, d, &d.regs, d.stack)
@@ -185,8 +187,12 @@ func TestWindowCut(t *testing.T) {
 		if !slices.Equal(pcs, whole[:len(pcs)]) {
 			t.Fatalf("window of %d bytes: %d frames that are not a prefix of the whole stack", n, len(pcs))
 		}
-		if stop != StopWindow && !(stop == StopComplete && len(pcs) == len(whole)) {
-			t.Errorf("window of %d bytes: %d frames, stop %v", n, len(pcs), stop)
+		want := StopWindow
+		if n == 0 {
+			want = StopNoStack
+		}
+		if stop != want && !(stop == StopComplete && len(pcs) == len(whole)) || n == 0 && len(pcs) != 1 {
+			t.Errorf("window of %d bytes: %d frames, stop %v, want %v", n, len(pcs), stop, want)
 		}
 	}
 	// The same stack with sp moved up past the return address: the
