@@ -4,13 +4,13 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/gprofile/gprofile/internal/attach"
 	"github.com/gprofile/gprofile/internal/symbolize"
+	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
 	"github.com/gprofile/gprofile/internal/unwind"
 )
 
@@ -320,32 +320,24 @@ func (us *userStacks) goProgram(pid uint32) (ino uint64, isGo bool) {
 
 // execMapping returns the addresses [lo, hi) that the executable
 // mappings of the file with inode ino span in the maps file path
-// (/proc/PID/maps: "start-end perms offset dev inode path"); false when
+// (/proc/PID/maps, procmaps.Parse; the lines it could parse); false when
 // none is executable.
 func execMapping(path string, ino uint64) (lo, hi uint64, ok bool) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, false
 	}
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 6 || len(f[1]) < 3 || f[1][2] != 'x' {
+	defer f.Close()
+	entries, _ := procmaps.Parse(f)
+	for _, e := range entries {
+		if !e.Executable() || e.Inode != ino || e.Limit <= e.Start {
 			continue
 		}
-		if n, err := strconv.ParseUint(f[4], 10, 64); err != nil || n != ino {
-			continue
+		if !ok || e.Start < lo {
+			lo = e.Start
 		}
-		start, end, found := strings.Cut(f[0], "-")
-		s, err1 := strconv.ParseUint(start, 16, 64)
-		e, err2 := strconv.ParseUint(end, 16, 64)
-		if !found || err1 != nil || err2 != nil || e <= s {
-			continue
-		}
-		if !ok || s < lo {
-			lo = s
-		}
-		if !ok || e > hi {
-			hi = e
+		if !ok || e.Limit > hi {
+			hi = e.Limit
 		}
 		ok = true
 	}
