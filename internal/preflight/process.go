@@ -10,6 +10,7 @@ import (
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+	"github.com/gprofile/gprofile/internal/unwind"
 )
 
 // Process checks each binary that process pid maps executable
@@ -126,7 +127,7 @@ func hasSection(f *elf.File, name string) bool {
 // %rsp,%rbp (after an endbr64), the x86-64 prologue of code built with
 // -fno-omit-frame-pointer.
 func framePointers(f *elf.File, lr *elfio.ReaderAt) string {
-	if f.Section(".gopclntab") != nil || f.Section(".go.buildinfo") != nil {
+	if unwind.IsGoELF(f) {
 		return "frame pointers (Go)"
 	}
 	if f.Machine != elf.EM_X86_64 {
