@@ -212,6 +212,28 @@ func (b *Binary) Lookup(elfAddr uint64) (sym Symbol, ok bool) {
 	return Symbol{}, false
 }
 
+// sizedSymbol returns the bounds [start, end) of the sized function
+// symbol covering elfAddr, as Lookup finds it, without building its
+// names; ok is false when none covers it or the one that does has no
+// size.
+func (b *Binary) sizedSymbol(elfAddr uint64) (start, end uint64, ok bool) {
+	if b.symMap != nil {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if elfio.RecoverFault(recover()) {
+				start, end, ok = 0, 0, false
+			}
+		}()
+	}
+	i := b.search(elfAddr)
+	for j := i; j >= 0 && j > i-maxSymbolWalk; j-- {
+		if s := &b.syms[j]; elfAddr < s.end {
+			return s.start, s.end, s.sized
+		}
+	}
+	return 0, 0, false
+}
+
 // symbol builds the exported form of s, demangling its name once. Its
 // names are b.names' own, or copies when b.names is mapped (b.symMap),
 // which a name must not outlive.

@@ -44,10 +44,11 @@ type lineMemo struct {
 	id      string                  // build ID, "" when none: kept in memory only
 	once    sync.Once               // reads the file on first use
 	mu      sync.Mutex
-	file    memoFile    // the ranges read from the file, their lines decoded on lookup
-	sorted  []memoRange // found this run, by lo
-	pending []memoRange // added since the last merge into sorted, at most maxPending
-	added   int         // answers found since the file was read
+	file    memoFile       // the ranges read from the file, their lines decoded on lookup
+	sorted  []memoRange    // found this run, by lo
+	pending []memoRange    // added since the last merge into sorted, at most maxPending
+	added   int            // answers found since the file was read
+	misses  map[uint64]int // by function start: its addresses that missed this run
 }
 
 // memoRange is the answer for the ELF addresses [lo, hi): nil lines when
@@ -81,11 +82,39 @@ func (lm *lineMemo) lines(elfAddr uint64) (ls []srcline.Line, ok bool) {
 	lm.once.Do(lm.load)
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
+	switch r, fi := lm.findLocked(elfAddr); {
+	case r != nil:
+		return slices.Clone(r.lines), true
+	case fi >= 0:
+		return lm.file.rangeLines(fi), true
+	}
+	return nil, false
+}
+
+// covering returns the end of the memoized range that holds elfAddr;
+// ok is false when none does.
+func (lm *lineMemo) covering(elfAddr uint64) (hi uint64, ok bool) {
+	lm.once.Do(lm.load)
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	switch r, fi := lm.findLocked(elfAddr); {
+	case r != nil:
+		return r.hi, true
+	case fi >= 0:
+		return lm.file.his[fi], true
+	}
+	return 0, false
+}
+
+// findLocked returns the range that holds elfAddr: one found this run
+// (r), else the file's range fi (r nil), else r nil and fi -1. The
+// caller holds lm.mu.
+func (lm *lineMemo) findLocked(elfAddr uint64) (r *memoRange, fi int) {
 	// The range that starts last at or before elfAddr, of the file's and
 	// this run's (the later one where both start there, as when they
 	// were one sorted list).
 	f := &lm.file
-	fi, _ := slices.BinarySearchFunc(f.los, elfAddr, func(lo, a uint64) int {
+	fi, _ = slices.BinarySearchFunc(f.los, elfAddr, func(lo, a uint64) int {
 		if lo <= a {
 			return -1
 		}
@@ -100,37 +129,77 @@ func (lm *lineMemo) lines(elfAddr uint64) (ls []srcline.Line, ok bool) {
 	switch {
 	case i > 0 && (fi == 0 || lm.sorted[i-1].lo >= f.los[fi-1]):
 		if elfAddr < lm.sorted[i-1].hi {
-			return slices.Clone(lm.sorted[i-1].lines), true
+			return &lm.sorted[i-1], -1
 		}
 	case fi > 0:
 		if elfAddr < f.his[fi-1] {
-			return f.rangeLines(fi - 1), true
+			return nil, fi - 1
 		}
 	}
-	for _, r := range lm.pending {
-		if r.lo <= elfAddr && elfAddr < r.hi {
-			return slices.Clone(r.lines), true
+	for k := range lm.pending {
+		if r := &lm.pending[k]; r.lo <= elfAddr && elfAddr < r.hi {
+			return r, -1
 		}
 	}
-	return nil, false
+	return nil, -1
 }
 
 // add remembers ls as the answer for the ELF addresses [lo, hi), up to
-// maxMemoAddrs ranges.
-func (lm *lineMemo) add(lo, hi uint64, ls []srcline.Line) {
+// maxMemoAddrs ranges; it reports whether it did.
+func (lm *lineMemo) add(lo, hi uint64, ls []srcline.Line) bool {
 	if len(ls) > maxMemoLines || lo >= hi {
-		return
+		return false
 	}
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if len(lm.file.los)+len(lm.sorted)+len(lm.pending) >= maxMemoAddrs {
-		return
+		return false
 	}
 	lm.pending = append(lm.pending, memoRange{lo, hi, slices.Clone(ls)})
 	lm.added++
 	if len(lm.pending) >= maxPending {
 		lm.mergeLocked()
 	}
+	return true
+}
+
+// sweepDue counts a miss of the memo (an answer read from DWARF) in the
+// function [start, end) (ELF addresses) and reports whether the
+// function is to be swept now: the miss is its sweepAfter'th this run,
+// or its first while the memo's file holds answers for the function (a
+// function missed by two runs).
+func (lm *lineMemo) sweepDue(start, end uint64) bool {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.misses == nil {
+		lm.misses = make(map[uint64]int)
+	}
+	lm.misses[start]++
+	n := lm.misses[start]
+	if n == 1 {
+		i, _ := slices.BinarySearch(lm.file.los, start)
+		return i < len(lm.file.los) && lm.file.los[i] < end
+	}
+	return n == sweepAfter
+}
+
+// addSorted remembers the ranges rs, sorted by lo and none of them in
+// the memo, as add would one by one, taking rs's lines; it merges them
+// into the sorted ranges at once, so that the many ranges of one
+// function cost one merge.
+func (lm *lineMemo) addSorted(rs []memoRange) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	room := maxMemoAddrs - (len(lm.file.los) + len(lm.sorted) + len(lm.pending))
+	rs = rs[:max(0, min(len(rs), room))]
+	if len(rs) == 0 {
+		return
+	}
+	lm.mergeLocked()
+	lm.pending = rs
+	lm.added += len(rs)
+	lm.mergeLocked()
+	lm.pending = nil
 }
 
 // mergeLocked moves the pending ranges into the sorted ones. The caller
@@ -210,24 +279,33 @@ func encodeLineMemo(f *memoFile, rs []memoRange) []byte {
 		return i
 	}
 	var body []byte
-	body = binary.AppendUvarint(body, uint64(len(f.los)+len(rs)))
-	prev := uint64(0)
-	head := func(lo, hi uint64) {
+	n, prev := 0, uint64(0)
+	// head writes a range's bounds, unless it starts where the range
+	// before it does (found twice, by two goroutines): a memo's starts
+	// ascend strictly.
+	head := func(lo, hi uint64) bool {
+		if n > 0 && lo <= prev {
+			return false
+		}
 		body = binary.AppendUvarint(body, lo-prev)
 		body = binary.AppendUvarint(body, hi-lo)
-		prev = lo
+		n, prev = n+1, lo
+		return true
 	}
 	fi := 0
 	for fi < len(f.los) || len(rs) > 0 {
 		if fi < len(f.los) && (len(rs) == 0 || f.los[fi] <= rs[0].lo) {
-			head(f.los[fi], f.his[fi])
-			body = append(body, f.encodedLines(fi)...)
+			if head(f.los[fi], f.his[fi]) {
+				body = append(body, f.encodedLines(fi)...)
+			}
 			fi++
 			continue
 		}
 		r := rs[0]
 		rs = rs[1:]
-		head(r.lo, r.hi)
+		if !head(r.lo, r.hi) {
+			continue
+		}
 		body = binary.AppendUvarint(body, uint64(len(r.lines)))
 		for _, l := range r.lines {
 			body = binary.AppendUvarint(body, id(l.Function))
@@ -241,6 +319,7 @@ func encodeLineMemo(f *memoFile, rs []memoRange) []byte {
 		out = binary.AppendUvarint(out, uint64(len(s)))
 		out = append(out, s...)
 	}
+	out = binary.AppendUvarint(out, uint64(n))
 	return append(out, body...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
+	"github.com/gprofile/gprofile/internal/symbolize/dwarfline"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/symbolize/srcline"
 )
@@ -265,6 +266,137 @@ func BenchmarkLineMemo(b *testing.B) {
 	b.Run("memo", func(b *testing.B) {
 		for range b.N {
 			run(b, memoDir)
+		}
+	})
+}
+
+// TestLineSweep checks that once sweepAfter addresses of a function
+// have missed the memo, the memo holds the answers for all of its
+// addresses, the DWARF's own, and that a binary read again with the same
+// cache answers a new address of that function from the memo file,
+// reading no DWARF for it.
+func TestLineSweep(t *testing.T) {
+	bin := symtest.BuildInline(t)
+	dir := t.TempDir()
+	first := loadWithCache(t, bin, dir)
+	plain := loadWithCache(t, bin, "")
+	addrs := symtest.SymbolRange(t, bin, "work")
+	ranges := 0
+	for pc := addrs[0]; pc <= addrs[len(addrs)-1]; ranges++ {
+		_, _, hi := plain.lines.(*dwarfline.Table).LinesRange(pc)
+		pc = max(hi, pc+1)
+	}
+	if ranges <= 2*sweepAfter {
+		t.Fatalf("work has %d line ranges, want more than %d", ranges, 2*sweepAfter)
+	}
+	missed := 0
+	for _, a := range addrs {
+		if _, ok := first.memo.covering(a); !ok {
+			missed++
+			first.Lines(a)
+		}
+	}
+	if missed != sweepAfter {
+		t.Errorf("%d of work's %d ranges read from DWARF, want %d", missed, ranges, sweepAfter)
+	}
+	for _, a := range addrs {
+		got, ok := first.memo.lines(a)
+		if w := plain.Lines(a); !ok || !slices.Equal(got, w) {
+			t.Errorf("memo's lines(%#x) = %v (%v), the DWARF gives %v", a, got, ok, w)
+		}
+	}
+	// main misses once in this run, and once in the next: swept then.
+	mains := symtest.SymbolRange(t, bin, "main")
+	first.Lines(mains[0])
+	if _, ok := first.memo.lines(mains[len(mains)-1]); ok {
+		t.Fatal("main's last address is in the memo after one lookup at its first")
+	}
+	first.SaveCache()
+	again := loadWithCache(t, bin, dir)
+	for _, a := range addrs[len(addrs)/2:] {
+		if got, w := again.Lines(a), plain.Lines(a); !slices.Equal(got, w) {
+			t.Errorf("Lines(%#x) after the sweep = %v, the DWARF gives %v", a, got, w)
+		}
+	}
+	if again.memo.added != 0 {
+		t.Errorf("%d answers read from DWARF for addresses of a swept function, want 0", again.memo.added)
+	}
+	again.Lines(mains[len(mains)-1])
+	for _, a := range mains {
+		got, ok := again.memo.lines(a)
+		if w := plain.Lines(a); !ok || !slices.Equal(got, w) {
+			t.Errorf("main, missed by two runs: memo's lines(%#x) = %v (%v), the DWARF gives %v", a, got, ok, w)
+		}
+	}
+}
+
+// TestLineMemoEncodingDuplicateStart checks that two ranges found with
+// one start (two goroutines' lookups of one range) are saved once, so
+// that the memo file still parses.
+func TestLineMemoEncodingDuplicateStart(t *testing.T) {
+	one := []srcline.Line{{Function: "f", SystemName: "f", File: "f.c", Line: 1}}
+	f, err := parseLineMemo(encodeLineMemo(&memoFile{}, []memoRange{{lo: 0x10, hi: 0x20, lines: one}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := []memoRange{{lo: 0x10, hi: 0x20, lines: one}, {lo: 0x20, hi: 0x30}, {lo: 0x20, hi: 0x30}}
+	got, err := decodeAll(encodeLineMemo(&f, rs))
+	if err != nil {
+		t.Fatalf("memo with repeated starts: %v", err)
+	}
+	if want := []memoRange{{lo: 0x10, hi: 0x20, lines: one}, {lo: 0x20, hi: 0x30}}; !sameRanges(got, want) {
+		t.Errorf("saved memo = %v, want %v", got, want)
+	}
+}
+
+// BenchmarkLineSweep measures lookups of 16 addresses of a function of
+// libc: with no memo ("first": its unit read, and every range of the
+// function memoized), and in a later run whose memo file holds the
+// function ("next": no DWARF read).
+func BenchmarkLineSweep(b *testing.B) {
+	libc, debug := symtest.LibcDebugFile(b)
+	s, ok := symtest.FindSymbol(debug, "__vfprintf_internal")
+	if !ok || s.Size < 64 {
+		b.Fatalf("%s: no __vfprintf_internal", debug)
+	}
+	sections := b.TempDir()
+	warm := loadWithCache(b, libc, sections)
+	warm.Lines(s.Value)
+	warm.SaveCache() // the inflated sections of its unit
+	clearMemo := func() {
+		matches, _ := filepath.Glob(filepath.Join(sections, "*", lineMemoName))
+		for _, m := range matches {
+			os.Remove(m)
+		}
+	}
+	b.Run("first", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			clearMemo()
+			bin := loadWithCache(b, libc, sections)
+			b.StartTimer()
+			for k := range uint64(16) {
+				bin.Lines(s.Value + k*s.Size/16 + 1)
+			}
+		}
+	})
+	clearMemo()
+	seed := loadWithCache(b, libc, sections)
+	for k := range uint64(16) {
+		seed.Lines(s.Value + k*s.Size/16 + 1)
+	}
+	seed.SaveCache()
+	b.Run("next", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			bin := loadWithCache(b, libc, sections)
+			b.StartTimer()
+			for k := range uint64(16) {
+				bin.Lines(s.Value + k*s.Size/16)
+			}
+			if bin.memo.added != 0 {
+				b.Fatalf("%d answers read from DWARF", bin.memo.added)
+			}
 		}
 	})
 }

@@ -34,9 +34,60 @@ func (b *Binary) Lines(elfAddr uint64) []srcline.Line {
 	if ls, ok := b.memo.lines(elfAddr); ok {
 		return ls
 	}
-	ls, lo, hi := b.lines.(*dwarfline.Table).LinesRange(elfAddr)
-	b.memo.add(lo, hi, ls)
+	x := b.lines.(*dwarfline.Table)
+	ls, lo, hi := x.LinesRange(elfAddr)
+	if b.memo.add(lo, hi, ls) {
+		if start, end, ok := b.sizedSymbol(elfAddr); ok && b.memo.sweepDue(start, end) {
+			b.sweepFunction(x, start, end)
+		}
+	}
 	return ls
+}
+
+// Functions whose every address the line memo takes at once
+// (sweepFunction, lineMemo.sweepDue): those with sweepAfter addresses
+// that missed the memo in one run, or one that missed it after an
+// earlier run's answers for the function were saved, of at most
+// maxSweepBytes of code (larger than the interpreter loop of libpython,
+// _PyEval_EvalFrameDefault: 43 KB, about 6,400 ranges).
+// A sweep also stops after maxSweepRanges ranges, and at an address no
+// unit holds.
+const (
+	sweepAfter     = 4
+	maxSweepBytes  = 64 << 10
+	maxSweepRanges = 1 << 13
+)
+
+// sweepFunction adds to the line memo the answers for every address of
+// the function [start, end) (ELF addresses; nothing past maxSweepBytes),
+// one LinesRange a range, from the compilation unit that its lookups
+// have just read. The sampled addresses of a hot function keep changing
+// from run to run (an interpreter's leaves land on a different few of
+// its thousands of instructions each time), and each run would read its
+// unit again for them: swept once, the function is answered from the
+// memo file by every later run (BenchmarkLineSweep). Functions that
+// miss less often are left to the memo's ranges, which keeps the memo
+// file, read whole by every run, small.
+func (b *Binary) sweepFunction(x *dwarfline.Table, start, end uint64) {
+	if end-start > maxSweepBytes {
+		return
+	}
+	var found []memoRange
+	for pc := start; pc < end; {
+		if hi, ok := b.memo.covering(pc); ok {
+			pc = hi
+			continue
+		}
+		ls, lo, hi := x.LinesRange(pc)
+		if ls == nil && hi <= pc+1 || len(found) == maxSweepRanges {
+			break // no unit holds pc, or too many ranges
+		}
+		if len(ls) <= maxMemoLines && lo < hi {
+			found = append(found, memoRange{lo, hi, ls})
+		}
+		pc = max(hi, pc+1)
+	}
+	b.memo.addSorted(found)
 }
 
 // Preload reads, in parallel (GOMAXPROCS goroutines), the DWARF line
