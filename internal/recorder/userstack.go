@@ -159,7 +159,15 @@ func (us *userStacks) unwindSample(smp *attach.Sample) bool {
 	if smp.Flags&attach.FlagStackSwitch != 0 {
 		sw = unwind.StackSwitch{Off: int(smp.SwitchOff), SP: smp.SwitchSP}
 	}
-	ips, stop, top := us.u.UnwindSwitch(smp.UserIPs[:0], p, &regs, smp.Stack, sw)
+	var ips []uint64
+	var stop unwind.Stop
+	var top uint64
+	if us.worker {
+		// The worker sees no execs (forget): no stack memo.
+		ips, stop, top = us.u.UnwindSwitch(smp.UserIPs[:0], p, &regs, smp.Stack, sw)
+	} else {
+		ips, stop, top = us.u.UnwindMemo(smp.PID, smp.UserIPs[:0], p, &regs, smp.Stack, sw)
+	}
 	if p.missing && us.deferred.Load()+int64(len(smp.Stack)) > maxDeferredBytes {
 		// Too much waits for the worker already: keep the frames found
 		// so far, cut (waiting here for the worker's lock or building a
@@ -361,6 +369,9 @@ func (us *userStacks) decideSwitch(pid uint32, listed bool) {
 // program's stack, or a reused tid, is elsewhere).
 func (us *userStacks) forget(pid uint32) {
 	delete(us.procs, pid)
+	if us.u != nil {
+		us.u.ForgetStacks(pid)
+	}
 	if us.switches[pid] {
 		us.sw.DeleteStackSwitch(pid) // best effort: the LRU ages it out
 	}

@@ -29,6 +29,8 @@ type memory struct {
 	// nil for none.
 	base2 uint64
 	b2    []byte
+	// log, when not nil, gets every read (the stack memo's record).
+	log *[]memRead
 }
 
 // inSecond reports whether addr is in the second stack's bytes.
@@ -39,6 +41,15 @@ func (m *memory) inSecond(addr uint64) bool {
 // read reads size (1, 2, 4 or 8) bytes at addr, little-endian; from an
 // empty window (nothing could be copied) it reports StopNoStack.
 func (m *memory) read(addr uint64, size uint64) (uint64, Stop) {
+	v, s := m.readWindow(addr, size)
+	if m.log != nil {
+		*m.log = append(*m.log, memRead{addr: addr, v: v, size: uint8(size), ok: s == 0})
+	}
+	return v, s
+}
+
+// readWindow is read, unlogged.
+func (m *memory) readWindow(addr uint64, size uint64) (uint64, Stop) {
 	if len(m.b) == 0 && len(m.b2) == 0 {
 		return 0, StopNoStack
 	}

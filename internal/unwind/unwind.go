@@ -32,6 +32,7 @@ type Unwinder struct {
 	maxFrames int
 	cache     *tableCache
 	memo      *ruleMemo
+	stacks    *stackMemo // UnwindMemo's, made at its first use
 	counts    *loadCounts
 }
 
@@ -184,6 +185,36 @@ type StackSwitch struct {
 // walk ended on (the outermost frame's CFA, an address; 0 when the
 // extent would be 0).
 func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byte, sw StackSwitch) ([]uint64, Stop, uint64) {
+	return u.unwind(dst, p, regs, stack, sw, nil, 0)
+}
+
+// UnwindMemo is UnwindSwitch for a sample of process pid, with the
+// Unwinder's stack memo: a walk that reaches a frame of a whole stack
+// unwound before (the same registers at the same pc, and the same
+// words of the window read from there on) takes the rest from the memo,
+// with the same result (BenchmarkUnwindStackMemo). Windows with a stack
+// switch are walked as UnwindSwitch walks them. ForgetStacks drops a
+// process's part of the memo; call it when the process execs or exits.
+func (u *Unwinder) UnwindMemo(pid uint32, dst []uint64, p Process, regs *Regs, stack []byte, sw StackSwitch) ([]uint64, Stop, uint64) {
+	if sw.Off > 0 {
+		return u.unwind(dst, p, regs, stack, sw, nil, 0)
+	}
+	if u.stacks == nil {
+		u.stacks = newStackMemo()
+	}
+	return u.unwind(dst, p, regs, stack, sw, u.stacks, pid)
+}
+
+// ForgetStacks drops what the stack memo holds of process pid.
+func (u *Unwinder) ForgetStacks(pid uint32) {
+	if u.stacks != nil {
+		u.stacks.forget(pid)
+	}
+}
+
+// unwind is UnwindSwitch, with the stack memo sm (nil: none) for a
+// sample of process pid.
+func (u *Unwinder) unwind(dst []uint64, p Process, regs *Regs, stack []byte, sw StackSwitch, sm *stackMemo, pid uint32) ([]uint64, Stop, uint64) {
 	fr := frameRegs{v: *regs, known: allRegs}
 	mem := memory{base: regs.SP(), b: stack}
 	if sw.Off > 0 && sw.Off <= len(stack) {
@@ -191,13 +222,25 @@ func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byt
 	}
 	switched := false
 	pc := regs.IP()
+	first := len(dst) // where this stack's frames start in dst
 	dst = append(dst, pc)
 	exact := true // pc is where execution is (leaf, or interrupted by a signal), not a return address
 	var lastKey string
 	var lastTab *Table
+	if sm != nil {
+		sm.begin()
+		mem.log = &sm.reads
+	}
 	for n := 1; ; n++ {
 		if n >= u.maxFrames {
 			return dst, StopDepth, 0
+		}
+		if sm != nil {
+			st := frameState{fr: fr, exact: exact}
+			if rec, i, ok := sm.rest(pid, &st, &mem); ok && n+len(rec.out)-i < u.maxFrames {
+				return append(dst, rec.out[i:]...), StopComplete, rec.top
+			}
+			sm.enter(&st)
 		}
 		lookup := pc
 		if !exact {
@@ -218,7 +261,13 @@ func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byt
 		var s Stop
 		if s, exact = stepIn(u.memo, tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
 			if s == stopOutermost {
+				if sm != nil {
+					sm.keep(pid, dst[first+1:], fr.v[RegRSP])
+				}
 				return dst, StopComplete, fr.v[RegRSP]
+			}
+			if s == StopComplete && sm != nil { // a frame pointer of 0
+				sm.keep(pid, dst[first+1:], 0)
 			}
 			return dst, s, 0
 		}
@@ -231,6 +280,9 @@ func (u *Unwinder) UnwindSwitch(dst []uint64, p Process, regs *Regs, stack []byt
 		switched = switched || move
 		pc = fr.v[RegRIP]
 		if pc == 0 {
+			if sm != nil {
+				sm.keep(pid, dst[first+1:], 0)
+			}
 			return dst, StopComplete, 0
 		}
 		if exact {

@@ -1,0 +1,150 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+
+	"github.com/gprofile/gprofile/internal/testutil"
+)
+
+// countingProcess counts the Object lookups of a walk.
+type countingProcess struct {
+	p Process
+	n int
+}
+
+func (c *countingProcess) Object(pc uint64) (Object, bool) {
+	c.n++
+	return c.p.Object(pc)
+}
+
+// memoDumps returns the stackdump test binary's whole stacks the memo
+// tests walk: qsort24 (libc's qsort, a frameless comparator), signal
+// (a signal frame's full rows), thread (clone3's outermost frame) and
+// recurse (deeper than stackMemoFrames).
+func memoDumps(t testing.TB) map[string]*dump {
+	bin := testutil.BuildC(t, "testdata/stackdump.c", "-O2", "-fomit-frame-pointer", "-pthread")
+	ds := map[string]*dump{}
+	for _, mode := range []string{"qsort24", "signal", "thread", "recurse"} {
+		ds[mode] = stackDump(t, bin, mode)
+	}
+	return ds
+}
+
+// TestUnwindMemo checks that UnwindMemo gives what UnwindSwitch gives: on
+// a stack walked before (from the memo: no object looked up past the
+// leaf's), on the same stack with a word the walk reads changed (walked
+// again, to the changed result), for another process, and after
+// ForgetStacks.
+func TestUnwindMemo(t *testing.T) {
+	for mode, d := range memoDumps(t) {
+		t.Run(mode, func(t *testing.T) {
+			u := New(Options{})
+			want, wstop, wtop := u.UnwindSwitch(nil, d, &d.regs, d.stack, StackSwitch{})
+			if wstop != StopComplete {
+				t.Fatalf("stack stops with %v", wstop)
+			}
+			memo := func(pid uint32, stack []byte) ([]uint64, int) {
+				t.Helper()
+				c := &countingProcess{p: d}
+				got, stop, top := u.UnwindMemo(pid, nil, c, &d.regs, stack, StackSwitch{})
+				w, ws, wt := u.UnwindSwitch(nil, d, &d.regs, stack, StackSwitch{})
+				if !slices.Equal(got, w) || stop != ws || top != wt {
+					t.Fatalf("UnwindMemo = %d frames, %v, top %#x; UnwindSwitch = %d frames, %v, top %#x\n%x\n%x", len(got), stop, top, len(w), ws, wt, got, w)
+				}
+				return got, c.n
+			}
+			_, first := memo(1, d.stack)
+			if first < len(want)-1 {
+				t.Fatalf("first walk looked up %d objects for %d frames", first, len(want))
+			}
+			// From the memo: all but the leaf's, or, past
+			// stackMemoFrames, the outermost stackMemoFrames.
+			got, again := memo(1, d.stack)
+			if limit := max(1, len(want)-stackMemoFrames); !slices.Equal(got, want) || again > limit {
+				t.Errorf("second walk of %d frames looked up %d objects, want at most %d", len(want), again, limit)
+			}
+			if _, n := memo(2, d.stack); n < len(want)-1 {
+				t.Errorf("another process's walk looked up %d objects, want %d: it took process 1's memo", n, len(want)-1)
+			}
+			// Every return address the walk read, changed: walked again.
+			for i, ra := range want[1:] {
+				off := slices.IndexFunc(offsets(len(d.stack)), func(o int) bool {
+					return binary.LittleEndian.Uint64(d.stack[o:]) == ra
+				})
+				if off < 0 {
+					continue // a signal frame's pc + 1
+				}
+				changed := slices.Clone(d.stack)
+				binary.LittleEndian.PutUint64(changed[off:], ra^0x40)
+				memo(1, changed) // compared with UnwindSwitch inside
+				memo(1, d.stack)
+				if i > 4 {
+					break
+				}
+			}
+			u.ForgetStacks(1)
+			if _, n := memo(1, d.stack); n < len(want)-1 {
+				t.Errorf("after ForgetStacks the walk looked up %d objects, want %d", n, len(want)-1)
+			}
+			_ = wtop
+		})
+	}
+}
+
+// offsets returns the 8-byte aligned offsets of a window of n bytes.
+func offsets(n int) []int {
+	var out []int
+	for o := 0; o+8 <= n; o += 8 {
+		out = append(out, o)
+	}
+	return out
+}
+
+// FuzzUnwindMemo walks whole stacks of the stackdump binary with changed
+// bytes (a byte anywhere in the window, and the leaf's rsp and rip moved)
+// after the memo holds their originals: UnwindMemo must give what
+// UnwindSwitch gives.
+func FuzzUnwindMemo(f *testing.F) {
+	ds := memoDumps(f)
+	modes := []string{"qsort24", "signal", "thread", "recurse"}
+	f.Add(uint8(0), uint16(8), uint8(1), int8(0), int8(0))
+	f.Add(uint8(1), uint16(200), uint8(0x80), int8(8), int8(1))
+	f.Fuzz(func(t *testing.T, mode uint8, at uint16, xor uint8, dsp, dip int8) {
+		d := ds[modes[int(mode)%len(modes)]]
+		u := New(Options{})
+		u.UnwindMemo(1, nil, d, &d.regs, d.stack, StackSwitch{})
+		stack := slices.Clone(d.stack)
+		if len(stack) > 0 {
+			stack[int(at)%len(stack)] ^= xor
+		}
+		regs := d.regs
+		regs[RegRSP] += uint64(int64(dsp) * 8)
+		regs[RegRIP] += uint64(int64(dip))
+		got, stop, top := u.UnwindMemo(1, nil, d, &regs, stack, StackSwitch{})
+		want, wstop, wtop := u.UnwindSwitch(nil, d, &regs, stack, StackSwitch{})
+		if !slices.Equal(got, want) || stop != wstop || top != wtop {
+			t.Fatalf("UnwindMemo = %x, %v, %#x; UnwindSwitch = %x, %v, %#x", got, stop, top, want, wstop, wtop)
+		}
+	})
+}
+
+// BenchmarkUnwindStackMemo unwinds the qsort24 stack as BenchmarkUnwind24
+// does, with the stack memo (UnwindMemo), as samples of one loop come:
+// each with another leaf state (rax differs), so that each walk steps
+// through the leaf's frame and takes the rest from the memo.
+func BenchmarkUnwindStackMemo(b *testing.B) {
+	u, d := qsort24(b)
+	dst := make([]uint64, 0, 64)
+	var n int
+	regs := d.regs
+	b.ReportAllocs()
+	for b.Loop() {
+		regs[0]++ // rax: no rule reads it
+		dst, _, _ = u.UnwindMemo(1, dst[:0], d, &regs, d.stack, StackSwitch{})
+		n += len(dst)
+	}
+	b.ReportMetric(float64(len(dst)), "frames")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/frame")
+}
