@@ -31,6 +31,9 @@ type memory struct {
 	b2    []byte
 	// log, when not nil, gets every read (the stack memo's record).
 	log *[]memRead
+	// complex: a step applied a full row (stepComplex), which may read
+	// any register (the stack memo's record).
+	complex bool
 }
 
 // inSecond reports whether addr is in the second stack's bytes.

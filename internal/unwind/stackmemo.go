@@ -9,6 +9,14 @@ const (
 	stackMemoFrames = 32
 )
 
+// memoJoinSteps is how many steps a walk that ends in the stack memo
+// must have taken for it to be kept (keepJoined): a sample deeper in a
+// call chain than those kept takes more, while the leaf and the caller
+// or two that change from sample to sample in most programs take fewer,
+// and keeping each of those would allocate a record a sample
+// (BenchmarkUnwindStackMemo).
+const memoJoinSteps = 4
+
 // stackMemo remembers the outer frames of whole stacks, so that a sample
 // whose walk reaches a frame seen before (the same registers at the
 // same pc) takes the rest of its stack from the memo instead of
@@ -35,16 +43,30 @@ type stackSlot struct {
 
 // frameState is what one step of a walk starts from: the registers, and
 // whether the pc is exact (a leaf, or interrupted by a signal) rather
-// than a return address.
+// than a return address. In a record, full says that a step from this
+// one on applied a full row (stepComplex), which may read any register.
 type frameState struct {
 	fr    frameRegs
 	exact bool
+	full  bool
 }
 
-// same reports whether s and t step alike: the same registers known,
-// with the same values, and the same exactness.
+// same reports whether t steps as the recorded s does: the same
+// exactness, and the same registers known, with the same values; where
+// no step from s on applies a full row, only rsp, rip and rbp (known or
+// not) count, which are all that compact rows and frame-pointer steps
+// read (the other callee-saved registers hold whatever the leaf left
+// there, and only their being known passes on).
 func (s *frameState) same(t *frameState) bool {
-	if s.exact != t.exact || s.fr.known != t.fr.known {
+	if s.exact != t.exact {
+		return false
+	}
+	if !s.full {
+		const bp = 1 << RegRBP
+		return s.fr.v[RegRSP] == t.fr.v[RegRSP] && s.fr.v[RegRIP] == t.fr.v[RegRIP] &&
+			s.fr.known&bp == t.fr.known&bp && (s.fr.known&bp == 0 || s.fr.v[RegRBP] == t.fr.v[RegRBP])
+	}
+	if s.fr.known != t.fr.known {
 		return false
 	}
 	for k := s.fr.known; k != 0; k &= k - 1 {
@@ -122,6 +144,13 @@ func (m *stackMemo) begin() {
 	m.states, m.readAt, m.reads = m.states[:0], m.readAt[:0], m.reads[:0]
 }
 
+// complexStep marks the step entered last as one that applied a full row.
+func (m *stackMemo) complexStep() {
+	if n := len(m.states); n > 0 {
+		m.states[n-1].full = true
+	}
+}
+
 // enter records the state entering the next step.
 func (m *stackMemo) enter(st *frameState) {
 	m.states = append(m.states, *st)
@@ -133,21 +162,53 @@ func (m *stackMemo) enter(st *frameState) {
 // the walk) and whose top is top: its outermost stackMemoFrames steps,
 // one slot each.
 func (m *stackMemo) keep(pid uint32, out []uint64, top uint64) {
+	if n := len(m.states); n > 0 && len(out) == n-1 {
+		m.store(pid, m.states, m.readAt, m.reads, out, top)
+	}
+}
+
+// keepJoined stores the walk recorded, which reached frame i of rec
+// after its steps appended out (one a step), joined to rec's frames from
+// there on, as keep does: so that a walk through frames no record holds
+// yet (a sample deeper in a call chain than any kept before) is not
+// walked again.
+func (m *stackMemo) keepJoined(pid uint32, out []uint64, rec *stackRecord, i int) {
 	n := len(m.states)
-	if n == 0 || len(out) != n-1 {
+	if n == 0 || len(out) != n {
 		return
 	}
+	states := append(m.states, rec.states[i:]...)
+	readAt := m.readAt
+	for _, at := range rec.readAt[i:] {
+		readAt = append(readAt, int32(len(m.reads))+at-rec.readAt[i])
+	}
+	reads := append(m.reads, rec.reads[rec.readAt[i]:]...)
+	all := append(out[:n:n], rec.out[i:]...)
+	m.store(pid, states, readAt, reads, all, rec.top)
+	// The scratch may have grown into new arrays: keep them.
+	m.states, m.readAt, m.reads = states[:0], readAt[:0], reads[:0]
+}
+
+// store keeps the outermost stackMemoFrames steps of a whole stack of
+// process pid: the states entering its steps, where each step's reads
+// start in reads, the frames appended after the leaf (one a step but the
+// last) and its top; one slot a step.
+func (m *stackMemo) store(pid uint32, states []frameState, readAt []int32, reads []memRead, out []uint64, top uint64) {
+	n := len(states)
 	from := max(0, n-stackMemoFrames)
-	base := m.readAt[from]
+	base := readAt[from]
 	rec := &stackRecord{
-		states: append([]frameState(nil), m.states[from:]...),
+		states: append([]frameState(nil), states[from:]...),
 		readAt: make([]int32, n-from),
-		reads:  append([]memRead(nil), m.reads[base:]...),
+		reads:  append([]memRead(nil), reads[base:]...),
 		out:    append([]uint64(nil), out[from:]...),
 		top:    top,
 	}
 	for i := range rec.readAt {
-		rec.readAt[i] = m.readAt[from+i] - base
+		rec.readAt[i] = readAt[from+i] - base
+	}
+	for i := len(rec.states) - 2; i >= 0; i-- {
+		rec.states[i].full = rec.states[i].full || rec.states[i+1].full
 	}
 	for i := range rec.states {
 		*m.slot(pid, &rec.states[i].fr) = stackSlot{pid: pid, i: int32(i), rec: rec}

@@ -103,15 +103,15 @@ func offsets(n int) []int {
 }
 
 // FuzzUnwindMemo walks whole stacks of the stackdump binary with changed
-// bytes (a byte anywhere in the window, and the leaf's rsp and rip moved)
-// after the memo holds their originals: UnwindMemo must give what
-// UnwindSwitch gives.
+// bytes (a byte anywhere in the window, the leaf's rsp and rip moved, and
+// another register of the leaf changed) after the memo holds their
+// originals: UnwindMemo must give what UnwindSwitch gives.
 func FuzzUnwindMemo(f *testing.F) {
 	ds := memoDumps(f)
 	modes := []string{"qsort24", "signal", "thread", "recurse"}
-	f.Add(uint8(0), uint16(8), uint8(1), int8(0), int8(0))
-	f.Add(uint8(1), uint16(200), uint8(0x80), int8(8), int8(1))
-	f.Fuzz(func(t *testing.T, mode uint8, at uint16, xor uint8, dsp, dip int8) {
+	f.Add(uint8(0), uint16(8), uint8(1), int8(0), int8(0), uint8(3), uint64(1))
+	f.Add(uint8(1), uint16(200), uint8(0x80), int8(8), int8(1), uint8(6), uint64(0x10))
+	f.Fuzz(func(t *testing.T, mode uint8, at uint16, xor uint8, dsp, dip int8, reg uint8, rxor uint64) {
 		d := ds[modes[int(mode)%len(modes)]]
 		u := New(Options{})
 		u.UnwindMemo(1, nil, d, &d.regs, d.stack, StackSwitch{})
@@ -122,11 +122,20 @@ func FuzzUnwindMemo(f *testing.F) {
 		regs := d.regs
 		regs[RegRSP] += uint64(int64(dsp) * 8)
 		regs[RegRIP] += uint64(int64(dip))
-		got, stop, top := u.UnwindMemo(1, nil, d, &regs, stack, StackSwitch{})
-		want, wstop, wtop := u.UnwindSwitch(nil, d, &regs, stack, StackSwitch{})
-		if !slices.Equal(got, want) || stop != wstop || top != wtop {
-			t.Fatalf("UnwindMemo = %x, %v, %#x; UnwindSwitch = %x, %v, %#x", got, stop, top, want, wstop, wtop)
+		regs[int(reg)%len(regs)] ^= rxor
+		check := func(regs *Regs, stack []byte) {
+			got, stop, top := u.UnwindMemo(1, nil, d, regs, stack, StackSwitch{})
+			want, wstop, wtop := u.UnwindSwitch(nil, d, regs, stack, StackSwitch{})
+			if !slices.Equal(got, want) || stop != wstop || top != wtop {
+				t.Fatalf("UnwindMemo = %x, %v, %#x; UnwindSwitch = %x, %v, %#x", got, stop, top, want, wstop, wtop)
+			}
 		}
+		// The changed walk, which may join the memo's frames and be
+		// kept; again; then the original, and the changed once more.
+		check(&regs, stack)
+		check(&regs, stack)
+		check(&d.regs, d.stack)
+		check(&regs, stack)
 	})
 }
 
@@ -147,4 +156,75 @@ func BenchmarkUnwindStackMemo(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(dst)), "frames")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/frame")
+}
+
+// TestUnwindMemoJoined checks that a walk which reaches a kept frame
+// after more than its leaf's step is kept too, joined to the frames it
+// took from the memo: a sample deeper in the same call chain than any
+// kept before is then walked from the memo at once, with the frames
+// UnwindSwitch gives.
+func TestUnwindMemoJoined(t *testing.T) {
+	u0, d := qsort24(t)
+	u0.UnwindMemo(1, nil, d, &d.regs, d.stack, StackSwitch{})
+	var rec *stackRecord
+	for _, s := range u0.stacks.slots {
+		if s.rec != nil {
+			rec = s.rec
+		}
+	}
+	if rec == nil || len(rec.states) < 12 {
+		t.Fatalf("no record of the qsort24 stack kept")
+	}
+	// The registers of frame k of the stack, as a leaf's at its call
+	// instruction (the return address - 1: a leaf's pc is looked up as
+	// it is).
+	at := func(k int) *Regs {
+		r := Regs(rec.states[k].fr.v)
+		r[RegRIP]--
+		return &r
+	}
+	// The window from a frame's sp.
+	from := func(r *Regs) []byte { return d.stack[r.SP()-d.regs.SP():] }
+	u := New(Options{})
+	walk := func(r *Regs) int {
+		t.Helper()
+		c := &countingProcess{p: d}
+		got, stop, top := u.UnwindMemo(1, nil, c, r, from(r), StackSwitch{})
+		want, wstop, wtop := u.UnwindSwitch(nil, d, r, from(r), StackSwitch{})
+		if !slices.Equal(got, want) || stop != wstop || top != wtop || stop != StopComplete {
+			t.Fatalf("UnwindMemo = %x, %v, %#x; UnwindSwitch = %x, %v, %#x", got, stop, top, want, wstop, wtop)
+		}
+		return c.n
+	}
+	// Frames whose registers start a walk to the same whole stack (not
+	// those whose rbp the walk no longer knew: it holds a stale value).
+	var whole []int
+	for k := 1; k < len(rec.states); k++ {
+		got, stop := u0.Unwind(nil, d, at(k), from(at(k)))
+		if stop == StopComplete && slices.Equal(got[1:], rec.out[k:]) {
+			whole = append(whole, k)
+		}
+	}
+	// A walk from shallow is kept from its leaf's state on; the walk from
+	// deep meets it at the frame after that leaf (a leaf's state, exact
+	// and with every register known, is met only by a leaf).
+	deep, shallow := -1, -1
+	for _, k := range whole {
+		switch {
+		case deep < 0:
+			deep = k
+		case k-deep >= memoJoinSteps && k+2 < len(rec.states):
+			shallow = k
+		}
+	}
+	if shallow < 0 {
+		t.Fatalf("frames that start a whole walk: %v of %d, want two memoJoinSteps apart below the last two", whole, len(rec.states))
+	}
+	walk(at(shallow))
+	if n := walk(at(deep)); n != shallow+1-deep {
+		t.Fatalf("a walk from frame %d to the kept frame %d looked up %d objects, want %d (of %d frames)", deep, shallow+1, n, shallow+1-deep, len(rec.states))
+	}
+	if n := walk(at(deep)); n > 1 {
+		t.Errorf("the same walk again looked up %d objects, want at most the leaf's: it was not kept", n)
+	}
 }

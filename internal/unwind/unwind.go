@@ -238,9 +238,13 @@ func (u *Unwinder) unwind(dst []uint64, p Process, regs *Regs, stack []byte, sw 
 		if sm != nil {
 			st := frameState{fr: fr, exact: exact}
 			if rec, i, ok := sm.rest(pid, &st, &mem); ok && n+len(rec.out)-i < u.maxFrames {
+				if n > memoJoinSteps { // more walked than a leaf and its callers: keep them
+					sm.keepJoined(pid, dst[first+1:], rec, i)
+				}
 				return append(dst, rec.out[i:]...), StopComplete, rec.top
 			}
 			sm.enter(&st)
+			mem.complex = false
 		}
 		lookup := pc
 		if !exact {
@@ -259,7 +263,11 @@ func (u *Unwinder) unwind(dst []uint64, p Process, regs *Regs, stack []byte, sw 
 		}
 		sp := fr.v[RegRSP]
 		var s Stop
-		if s, exact = stepIn(u.memo, tab, lookup-obj.Bias, &fr, &mem); s != stopNone {
+		s, exact = stepIn(u.memo, tab, lookup-obj.Bias, &fr, &mem)
+		if sm != nil && mem.complex {
+			sm.complexStep()
+		}
+		if s != stopNone {
 			if s == stopOutermost {
 				if sm != nil {
 					sm.keep(pid, dst[first+1:], fr.v[RegRSP])
@@ -351,6 +359,7 @@ const calleeSavedMask = 1<<3 | 1<<12 | 1<<13 | 1<<14 | 1<<15
 // reports that the caller's pc is exact (the frame was a signal frame).
 func step(tab *Table, r rule, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	if r.cfaKind == cfaComplex {
+		mem.complex = true
 		return stepComplex(&tab.complex[r.cfaOff], fr, mem)
 	}
 	base := uint64(RegRSP)
