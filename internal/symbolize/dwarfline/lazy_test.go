@@ -6,10 +6,12 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gprofile/gprofile/internal/symbolize/elfio"
@@ -25,6 +27,14 @@ func (s *lazySection) prefix(n uint64) int { return s.span(0, n) }
 // and no more than a step beyond, gives the same bytes as inflating
 // whole, and stops short (without panicking) on a corrupt stream.
 func TestLazySectionPrefix(t *testing.T) {
+	// The compressed bytes read whole up front, and read from the file
+	// as the inflating goes (a reader kept open: retain).
+	for _, kept := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kept=%v", kept), func(t *testing.T) { testLazySectionPrefix(t, kept) })
+	}
+}
+
+func testLazySectionPrefix(t *testing.T, kept bool) {
 	plain := make([]byte, 5*lazyInflateStep+123)
 	for i := range plain {
 		plain[i] = byte(i * 7 / 3)
@@ -43,10 +53,19 @@ func TestLazySectionPrefix(t *testing.T) {
 		file := append(hdr[:], body...)
 		s := &elf.Section{SectionHeader: elf.SectionHeader{Name: ".debug_info", Type: elf.SHT_PROGBITS,
 			Flags: elf.SHF_COMPRESSED, FileSize: uint64(len(file)), Size: uint64(len(plain))}}
-		lr := elfio.NewReaderAt(bytes.NewReader(file), 1<<30)
-		got, err := dwarfSectionData(lr, f, s, 1<<30, true, nil, nil)
+		read := new(atomic.Int64)
+		src := &countingReaderAt{r: bytes.NewReader(file), n: read}
+		lr := elfio.NewReaderAt(io.NewSectionReader(src, 0, int64(len(file))), 1<<30)
+		var retain func() *elfio.ReaderAt
+		if kept {
+			retain = func() *elfio.ReaderAt { return lr }
+		}
+		got, err := dwarfSectionData(lr, f, s, 1<<30, true, nil, retain)
 		if err != nil || got.lazy == nil {
 			t.Fatalf("dwarfSectionData: lazy %v, err %v", got.lazy != nil, err)
+		}
+		if n := read.Load(); kept && n > 24+2 {
+			t.Errorf("%d bytes of the compressed section read before a lookup, want its headers' 26", n)
 		}
 		return got.lazy
 	}

@@ -1,6 +1,7 @@
 package dwarfline
 
 import (
+	"bufio"
 	"bytes"
 	"debug/elf"
 	"fmt"
@@ -30,6 +31,10 @@ var lazySectionMin uint64 = 64 << 10 // a variable for tests
 // each step costs a flate Read call, so steps of a few hundred bytes
 // (one unit header) would cost more than they save.
 var lazyInflateStep = 64 << 10 // a variable for tests
+
+// compressedReadStep is how much of a compressed section's file a
+// lazySection reads at a time as it inflates (bytes).
+const compressedReadStep = 64 << 10
 
 // lazySections are the DWARF sections (by name without ".debug_") whose
 // readers know how to ask for a span: .debug_info (by unit),
@@ -83,11 +88,15 @@ type lazySection struct {
 	have    []uint64 // a bit per sectionPage of [0, paged): read
 	pageErr bool     // a read of src failed: no more are tried
 
-	avail  int       // [paged, avail) is valid; avail >= paged
-	zr     io.Reader // nil once buf is complete or the stream failed
-	failed bool      // the stream ended or failed before filling buf
-	step   int       // inflate at least this much at a time; 0: lazyInflateStep
-	skip   int       // bytes zr must inflate and drop first: the paged part
+	avail int       // [paged, avail) is valid; avail >= paged
+	zr    io.Reader // nil once buf is complete or the stream failed
+	// zopen opens zr at the first inflate that needs it (the
+	// compressed section is read from its file only then); nil once
+	// called, or when zr was given.
+	zopen  func() io.Reader
+	failed bool // the stream ended or failed before filling buf
+	step   int  // inflate at least this much at a time; 0: lazyInflateStep
+	skip   int  // bytes zr must inflate and drop first: the paged part
 	slot   *cacheSlot
 	saved  int // bytes of the section's prefix the cache holds
 }
@@ -252,7 +261,13 @@ func (s *lazySection) release(off, end int) {
 // the section (all of it when want is past the end), inflating at least
 // lazyInflateStep bytes at a time. Called with s.mu held.
 func (s *lazySection) inflate(want int) {
-	if want <= s.avail || s.zr == nil {
+	if want <= s.avail {
+		return
+	}
+	if s.zr == nil && s.zopen != nil {
+		s.zr, s.zopen = s.zopen(), nil
+	}
+	if s.zr == nil {
 		return
 	}
 	step := s.step
@@ -340,7 +355,15 @@ func (s *lazySection) complete() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.zr == nil && (s.paged == 0 || s.pageErr)
+	return s.zr == nil && s.zopen == nil && (s.paged == 0 || s.pageErr)
+}
+
+// retainOf calls retain, when not nil.
+func retainOf(retain func() *elfio.ReaderAt) *elfio.ReaderAt {
+	if retain == nil {
+		return nil
+	}
+	return retain()
 }
 
 // dwarfSectionData returns the contents of the DWARF section s of f,
@@ -423,6 +446,17 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 			if n == len(z.buf) {
 				return sectionBytes{data: z.buf, lazy: z}, nil
 			}
+		}
+		if kept := retainOf(retain); kept != nil {
+			// The compressed bytes are read as far as a lookup
+			// inflates, and not at all while the cache's prefix
+			// holds what lookups ask for.
+			start := int64(s.Offset) + int64(hdr) + 2
+			z.zopen = func() io.Reader {
+				zs := io.NewSectionReader(kept, start, int64(s.FileSize)-int64(hdr)-2)
+				return flate.NewReader(bufio.NewReaderSize(zs, compressedReadStep))
+			}
+			return sectionBytes{data: z.buf, lazy: z}, nil
 		}
 		raw, err := read(s.FileSize)
 		if err != nil {
