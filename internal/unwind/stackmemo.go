@@ -9,13 +9,17 @@ const (
 	stackMemoFrames = 32
 )
 
-// memoJoinSteps is how many steps a walk that ends in the stack memo
-// must have taken for it to be kept (keepJoined): a sample deeper in a
-// call chain than those kept takes more, while the leaf and the caller
-// or two that change from sample to sample in most programs take fewer,
-// and keeping each of those would allocate a record a sample
-// (BenchmarkUnwindStackMemo).
-const memoJoinSteps = 4
+// A walk that ends in the stack memo is kept (keepJoined) when it took
+// memoJoinSteps steps or more to get there, at most once every
+// memoJoinEvery walks: a sample deeper in a call chain than those kept
+// takes more, while the leaf and the caller or two that change from
+// sample to sample in most programs take fewer; and a recursion whose
+// depth changes all the time (a sort) would keep a record, and allocate
+// it, at nearly every sample (BenchmarkUnwindStackMemo).
+const (
+	memoJoinSteps = 4
+	memoJoinEvery = 16
+)
 
 // stackMemo remembers the outer frames of whole stacks, so that a sample
 // whose walk reaches a frame seen before (the same registers at the
@@ -32,6 +36,8 @@ type stackMemo struct {
 	states []frameState
 	readAt []int32
 	reads  []memRead
+	// Walks since the last keepJoined (memoJoinEvery).
+	sinceJoin int
 }
 
 // stackSlot points at frame i of a recorded stack of process pid.
@@ -142,6 +148,17 @@ func (m *stackMemo) rest(pid uint32, st *frameState, mem *memory) (*stackRecord,
 // begin starts recording a walk.
 func (m *stackMemo) begin() {
 	m.states, m.readAt, m.reads = m.states[:0], m.readAt[:0], m.reads[:0]
+	m.sinceJoin++
+}
+
+// joinDue reports whether a walk that took steps steps to end in the
+// memo is to be kept (keepJoined).
+func (m *stackMemo) joinDue(steps int) bool {
+	if steps < memoJoinSteps || m.sinceJoin < memoJoinEvery {
+		return false
+	}
+	m.sinceJoin = 0
+	return true
 }
 
 // complexStep marks the step entered last as one that applied a full row.

@@ -221,10 +221,31 @@ func TestUnwindMemoJoined(t *testing.T) {
 		t.Fatalf("frames that start a whole walk: %v of %d, want two memoJoinSteps apart below the last two", whole, len(rec.states))
 	}
 	walk(at(shallow))
+	// The walk after: at most one in memoJoinEvery is kept so.
+	u.stacks.sinceJoin = memoJoinEvery - 1
 	if n := walk(at(deep)); n != shallow+1-deep {
 		t.Fatalf("a walk from frame %d to the kept frame %d looked up %d objects, want %d (of %d frames)", deep, shallow+1, n, shallow+1-deep, len(rec.states))
 	}
 	if n := walk(at(deep)); n > 1 {
 		t.Errorf("the same walk again looked up %d objects, want at most the leaf's: it was not kept", n)
+	}
+}
+
+// TestJoinDue: a walk that ends in the memo is kept when it took
+// memoJoinSteps steps or more, once every memoJoinEvery walks at most.
+func TestJoinDue(t *testing.T) {
+	m := newStackMemo()
+	kept := 0
+	for range 3 * memoJoinEvery {
+		m.begin()
+		if m.joinDue(memoJoinSteps - 1) {
+			t.Fatalf("a walk of %d steps kept", memoJoinSteps-1)
+		}
+		if m.joinDue(memoJoinSteps) {
+			kept++
+		}
+	}
+	if kept != 3 {
+		t.Errorf("%d of %d walks kept, want 3", kept, 3*memoJoinEvery)
 	}
 }

@@ -238,7 +238,7 @@ func (u *Unwinder) unwind(dst []uint64, p Process, regs *Regs, stack []byte, sw 
 		if sm != nil {
 			st := frameState{fr: fr, exact: exact}
 			if rec, i, ok := sm.rest(pid, &st, &mem); ok && n+len(rec.out)-i < u.maxFrames {
-				if n > memoJoinSteps { // more walked than a leaf and its callers: keep them
+				if sm.joinDue(n - 1) {
 					sm.keepJoined(pid, dst[first+1:], rec, i)
 				}
 				return append(dst, rec.out[i:]...), StopComplete, rec.top
