@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,14 +21,20 @@ import (
 // lines kept across runs, 300 in start-up saved CPU for a little more
 // peak RSS (BENCHMARKS.md, issue 16 session 15; in session 13, when
 // start-up allocated more, 200 raised peak RSS for no CPU saved), and
-// 25 after it cost more CPU than it saved RSS (session 13). bench/run.sh measures CPU µs/sample and peak RSS, bench/soak.sh
-// long runs (bench/SOAK.md).
+// 25 after it cost more CPU than it saved RSS (session 13). After
+// start-up 100 rather than 50: on a machine that charges little for a
+// page fault the collections cost more than the heap's growth, for
+// about a MB more peak RSS (sessions 24 and 25). A continuous run,
+// which runs for days, keeps its heap nearer what is live:
+// gcPercentContinuous. bench/run.sh measures CPU µs/sample and peak
+// RSS, bench/soak.sh long runs (bench/SOAK.md).
 const (
-	gcPercentSmall = 300
-	gcPercentLarge = 50
-	gcLargeHeap    = 24 << 20 // bytes of live heap
-	gcWarmup       = 500 * time.Millisecond
-	gcCheckEvery   = 500 * time.Millisecond
+	gcPercentSmall      = 300
+	gcPercentLarge      = 100
+	gcPercentContinuous = 50
+	gcLargeHeap         = 24 << 20 // bytes of live heap
+	gcWarmup            = 500 * time.Millisecond
+	gcCheckEvery        = 500 * time.Millisecond
 )
 
 // gcTuner lowers GOGC from gcPercentSmall to gcPercentLarge once
@@ -68,7 +75,7 @@ func startGCTuning() {
 			return sample[0].Value.Uint64()
 		},
 		since: func() time.Duration { return time.Since(start) },
-		set:   func(p int) { debug.SetGCPercent(p) },
+		set:   tunerSet,
 	}
 	go func() {
 		t := time.NewTicker(gcCheckEvery)
@@ -81,15 +88,28 @@ func startGCTuning() {
 	}()
 }
 
+// gcSettled is set once settleGC has run: the start-up tuner, should it
+// check after that, leaves GOGC alone (tunerSet).
+var gcSettled atomic.Bool
+
+// tunerSet is the start-up tuner's debug.SetGCPercent, which does
+// nothing once settleGC has run.
+func tunerSet(percent int) {
+	if !gcSettled.Load() {
+		debug.SetGCPercent(percent)
+	}
+}
+
 // settleGC ends a continuous run's start-up, at the end of its first
 // interval: start-up (reading every running binary) is paid, and what
-// follows runs for days, so GOGC goes to gcPercentLarge whatever the
+// follows runs for days, so GOGC goes to gcPercentContinuous whatever the
 // live heap, and the memory start-up freed goes back to the system at
 // once (debug.FreeOSMemory: one forced collection) instead of at the
 // scavenger's pace. With GOGC set in the environment, GOGC stays.
 func settleGC() {
+	gcSettled.Store(true)
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercentLarge)
+		debug.SetGCPercent(gcPercentContinuous)
 	}
 	debug.FreeOSMemory()
 }

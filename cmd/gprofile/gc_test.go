@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/debug"
 	"testing"
 	"time"
 )
@@ -27,5 +28,18 @@ func TestGCTuner(t *testing.T) {
 		if got != c.want || (got && (len(set) != 1 || set[0] != gcPercentLarge)) || (!got && len(set) != 0) {
 			t.Errorf("live heap %d bytes after %v: check = %v, set %v; want %v (GOGC %d when lowered)", c.live, c.age, got, set, c.want, gcPercentLarge)
 		}
+	}
+}
+
+// TestSettleGCStands: once a continuous run settled GOGC at
+// gcPercentContinuous, a late start-up tuner leaves it there.
+func TestSettleGCStands(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer gcSettled.Store(false)
+	settleGC()
+	tunerSet(gcPercentLarge)
+	if got := debug.SetGCPercent(100); got != gcPercentContinuous {
+		t.Errorf("GOGC after settleGC and a late tuner = %d, want %d", got, gcPercentContinuous)
 	}
 }
