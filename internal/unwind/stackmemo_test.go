@@ -141,8 +141,10 @@ func FuzzUnwindMemo(f *testing.F) {
 
 // BenchmarkUnwindStackMemo unwinds the qsort24 stack as BenchmarkUnwind24
 // does, with the stack memo (UnwindMemo), as samples of one loop come:
-// each with another leaf state (rax differs), so that each walk steps
-// through the leaf's frame and takes the rest from the memo.
+// each with another value in rax, which no compact row reads, so that
+// each walk checks the kept frames' reads and takes its frames from the
+// memo (from the leaf's own state, or past the leaf's step where a full
+// row follows).
 func BenchmarkUnwindStackMemo(b *testing.B) {
 	u, d := qsort24(b)
 	dst := make([]uint64, 0, 64)

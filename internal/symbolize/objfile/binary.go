@@ -202,14 +202,23 @@ func (b *Binary) Lookup(elfAddr uint64) (sym Symbol, ok bool) {
 			}
 		}()
 	}
-	i := b.search(elfAddr)
-	for j := i; j >= 0 && j > i-maxSymbolWalk; j-- {
-		s := &b.syms[j]
-		if elfAddr < s.end {
-			return b.symbol(s), true
-		}
+	if j := b.covering(elfAddr); j >= 0 {
+		return b.symbol(&b.syms[j]), true
 	}
 	return Symbol{}, false
+}
+
+// covering returns the index in b.syms of the symbol covering elfAddr
+// (see Lookup), or -1. A caller whose table is mapped (b.symMap)
+// recovers from the fault a truncated file gives.
+func (b *Binary) covering(elfAddr uint64) int {
+	i := b.search(elfAddr)
+	for j := i; j >= 0 && j > i-maxSymbolWalk; j-- {
+		if elfAddr < b.syms[j].end {
+			return j
+		}
+	}
+	return -1
 }
 
 // sizedSymbol returns the bounds [start, end) of the sized function
@@ -225,11 +234,9 @@ func (b *Binary) sizedSymbol(elfAddr uint64) (start, end uint64, ok bool) {
 			}
 		}()
 	}
-	i := b.search(elfAddr)
-	for j := i; j >= 0 && j > i-maxSymbolWalk; j-- {
-		if s := &b.syms[j]; elfAddr < s.end {
-			return s.start, s.end, s.sized
-		}
+	if j := b.covering(elfAddr); j >= 0 {
+		s := &b.syms[j]
+		return s.start, s.end, s.sized
 	}
 	return 0, 0, false
 }
