@@ -227,8 +227,18 @@ func (m *stackMemo) store(pid uint32, states []frameState, readAt []int32, reads
 	for i := len(rec.states) - 2; i >= 0; i-- {
 		rec.states[i].full = rec.states[i].full || rec.states[i+1].full
 	}
-	for i := range rec.states {
-		*m.slot(pid, &rec.states[i].fr) = stackSlot{pid: pid, i: int32(i), rec: rec}
+	// One slot a step. Where two steps share a slot, the one nearer the
+	// leaf wins (a walk meets it first, and takes more from it), but for
+	// the leaf's own state, which only a sample with the same leaf state
+	// meets: it is stored first, the others from the outermost in.
+	put := func(i int) { *m.slot(pid, &rec.states[i].fr) = stackSlot{pid: pid, i: int32(i), rec: rec} }
+	inner := 0
+	if from == 0 {
+		put(0)
+		inner = 1
+	}
+	for i := len(rec.states) - 1; i >= inner; i-- {
+		put(i)
 	}
 }
 
