@@ -1,5 +1,7 @@
 package unwind
 
+import "math/bits"
+
 // Bounds of an Unwinder's stack memo: 1<<stackMemoBits slots, and the
 // outermost stackMemoFrames frames of a stack remembered, whatever its
 // depth (a record then holds at most that many frames: about 200 bytes
@@ -76,22 +78,12 @@ func (s *frameState) same(t *frameState) bool {
 		return false
 	}
 	for k := s.fr.known; k != 0; k &= k - 1 {
-		r := trailingZeros32(k)
+		r := bits.TrailingZeros32(k)
 		if s.fr.v[r] != t.fr.v[r] {
 			return false
 		}
 	}
 	return true
-}
-
-// trailingZeros32 is bits.TrailingZeros32 for a nonzero x.
-func trailingZeros32(x uint32) int {
-	n := 0
-	for x&1 == 0 {
-		x >>= 1
-		n++
-	}
-	return n
 }
 
 // memRead is one read of the window a walk made: size bytes at addr read

@@ -50,8 +50,8 @@ func (b *Binary) Lines(elfAddr uint64) []srcline.Line {
 // earlier run's answers for the function were saved, of at most
 // maxSweepBytes of code (larger than the interpreter loop of libpython,
 // _PyEval_EvalFrameDefault: 43 KB, about 6,400 ranges).
-// A sweep also stops after maxSweepRanges ranges, and at an address no
-// unit holds.
+// A sweep also stops after maxSweepRanges ranges, and at an address
+// whose answer is no lines for that address alone (no unit holds it).
 const (
 	sweepAfter     = 4
 	maxSweepBytes  = 64 << 10
@@ -59,7 +59,8 @@ const (
 )
 
 // sweepFunction adds to the line memo the answers for every address of
-// the function [start, end) (ELF addresses; nothing past maxSweepBytes),
+// the function [start, end) (ELF addresses; none of more than
+// maxSweepBytes),
 // one LinesRange a range, from the compilation unit that its lookups
 // have just read. The sampled addresses of a hot function keep changing
 // from run to run (an interpreter's leaves land on a different few of
