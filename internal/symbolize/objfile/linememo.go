@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sort"
 	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/dwarfline"
@@ -278,7 +279,7 @@ func encodeLineMemo(f *memoFile, rs []memoRange) []byte {
 		}
 		return i
 	}
-	var body []byte
+	body := make([]byte, 0, len(f.body)+32*len(rs))
 	n, prev := 0, uint64(0)
 	// head writes a range's bounds, unless it starts where the range
 	// before it does (found twice, by two goroutines): a memo's starts
@@ -295,10 +296,19 @@ func encodeLineMemo(f *memoFile, rs []memoRange) []byte {
 	fi := 0
 	for fi < len(f.los) || len(rs) > 0 {
 		if fi < len(f.los) && (len(rs) == 0 || f.los[fi] <= rs[0].lo) {
-			if head(f.los[fi], f.his[fi]) {
-				body = append(body, f.encodedLines(fi)...)
+			// The file's ranges up to the next new one, copied as one
+			// run: only the first one's lo delta changes (BenchmarkLineMemoSave).
+			end := len(f.los)
+			if len(rs) > 0 {
+				end = fi + sort.Search(len(f.los)-fi, func(k int) bool { return f.los[fi+k] > rs[0].lo })
 			}
-			fi++
+			if !head(f.los[fi], f.his[fi]) {
+				fi++
+				continue
+			}
+			body = append(body, f.encodedRun(fi, end)...)
+			n, prev = n+end-fi-1, f.los[end-1]
+			fi = end
 			continue
 		}
 		r := rs[0]
@@ -314,7 +324,12 @@ func encodeLineMemo(f *memoFile, rs []memoRange) []byte {
 			body = binary.AppendUvarint(body, uint64(l.Line))
 		}
 	}
-	out := append([]byte(lineMemoMagic), binary.AppendUvarint(nil, uint64(len(strs)))...)
+	size := len(lineMemoMagic) + 2*binary.MaxVarintLen64 + len(body)
+	for _, s := range strs {
+		size += binary.MaxVarintLen64 + len(s)
+	}
+	out := append(make([]byte, 0, size), lineMemoMagic...)
+	out = binary.AppendUvarint(out, uint64(len(strs)))
 	for _, s := range strs {
 		out = binary.AppendUvarint(out, uint64(len(s)))
 		out = append(out, s...)
@@ -390,14 +405,15 @@ func parseLineMemo(data []byte) (memoFile, error) {
 	return f, nil
 }
 
-// encodedLines returns the encoding of range i's lines: their number,
-// then each line's string indexes and line number (checked by
-// parseLineMemo).
-func (f *memoFile) encodedLines(i int) []byte {
+// encodedRun returns the encoding of ranges [i, j) of f but range i's
+// bounds: range i's lines (their number, then each line's string indexes
+// and line number, checked by parseLineMemo), then each later range's
+// lo delta, length and lines, as encodeLineMemo wrote them.
+func (f *memoFile) encodedRun(i, j int) []byte {
 	end := len(f.body)
-	if i+1 < len(f.offs) {
-		// The next range's lo delta and length precede its lines.
-		end = int(f.offs[i+1])
+	if j < len(f.offs) {
+		// Range j's lo delta and length precede its lines.
+		end = int(f.offs[j])
 		for range 2 {
 			end = uvarintStart(f.body[:end])
 		}

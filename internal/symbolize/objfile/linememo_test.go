@@ -1,6 +1,8 @@
 package objfile
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -399,4 +401,88 @@ func BenchmarkLineSweep(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLineMemoEncodeMerge checks encodeLineMemo's merge of a memo file's
+// ranges (copied in runs) with new ones, against the merge done range by
+// range: random files and new ranges, with starts shared between the two
+// and within the new ones (the file's range is kept, and the first of
+// the new ones), new ranges before, between and after the file's, and
+// none.
+func TestLineMemoEncodeMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	line := func() []srcline.Line {
+		if rng.IntN(4) == 0 {
+			return nil
+		}
+		fn := string(rune('a' + rng.IntN(20)))
+		return []srcline.Line{{Function: fn, SystemName: "_" + fn, File: fn + ".c", Line: rng.IntN(1000)}}
+	}
+	ranges := func(n int, strict bool) []memoRange {
+		var rs []memoRange
+		lo := uint64(0)
+		for range n {
+			lo += uint64(rng.IntN(3)) * 0x10
+			if strict || lo == 0 {
+				lo += 0x10
+			}
+			rs = append(rs, memoRange{lo: lo, hi: lo + 1 + uint64(rng.IntN(0x10)), lines: line()})
+		}
+		return rs
+	}
+	for iter := range 500 {
+		fileRanges := ranges(rng.IntN(40), true)
+		f, err := parseLineMemo(encodeLineMemo(&memoFile{}, fileRanges))
+		if err != nil {
+			t.Fatal(err)
+		}
+		news := ranges(rng.IntN(10), false)
+		// The merge range by range: the file's first where starts tie,
+		// and a range dropped when its start is not past the last kept.
+		var want []memoRange
+		a, b := fileRanges, news
+		for len(a) > 0 || len(b) > 0 {
+			var r memoRange
+			if len(a) > 0 && (len(b) == 0 || a[0].lo <= b[0].lo) {
+				r, a = a[0], a[1:]
+			} else {
+				r, b = b[0], b[1:]
+			}
+			if len(want) == 0 || r.lo > want[len(want)-1].lo {
+				want = append(want, r)
+			}
+		}
+		got, err := decodeAll(encodeLineMemo(&f, news))
+		if err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		if !sameRanges(got, want) {
+			t.Fatalf("iteration %d: file %v and new %v merged to %v, want %v", iter, fileRanges, news, got, want)
+		}
+	}
+}
+
+// BenchmarkLineMemoSave measures encoding a line memo for its file at
+// the end of a run: a file of 16384 ranges (a busy libpython's) and 64
+// new ones spread among them.
+func BenchmarkLineMemoSave(b *testing.B) {
+	var fileRanges, news []memoRange
+	for i := range 16384 {
+		lo := uint64(i+1) * 0x40
+		fn := fmt.Sprintf("f%d", i%512)
+		fileRanges = append(fileRanges, memoRange{lo: lo, hi: lo + 0x20, lines: []srcline.Line{{Function: fn, SystemName: fn, File: "x.c", Line: i}}})
+		if i%256 == 0 {
+			news = append(news, memoRange{lo: lo + 0x20, hi: lo + 0x30, lines: []srcline.Line{{Function: "new", SystemName: "new", File: "y.c", Line: i}}})
+		}
+	}
+	f, err := parseLineMemo(encodeLineMemo(&memoFile{}, fileRanges))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if enc := encodeLineMemo(&f, news); len(enc) < len(f.body) {
+			b.Fatal("short encoding")
+		}
+	}
 }
