@@ -29,7 +29,9 @@ const DefaultSectionCacheBytes = 256 << 20
 // a later run reads a page at a time as lookups need it (after checking
 // its CRC-32C once) and extends. It is a cache: every failure to read or write it
 // is a miss, and a file whose header or CRC-32C does not check out is
-// ignored. Files are written whole under a temporary name and renamed.
+// ignored. Files are written whole under a temporary name and renamed,
+// but for a prefix that a later run extends, which is appended in place
+// (cacheSlot.extend).
 //
 // Layout: <dir>/<build ID>/<section>-<compressed size>, each a 32-byte
 // header (cacheMagic, the section's inflated size, the prefix's length,
@@ -108,38 +110,40 @@ func (s *cacheSlot) load(out []byte) int {
 
 // open opens the slot's entry for a section of total bytes, checks its
 // header and the CRC-32C of its prefix (reading it through once, not
-// keeping it) and returns the file and the prefix's length, which starts
-// at cacheHeaderLen in it: nil and 0 on a miss.
-func (s *cacheSlot) open(total int) (*os.File, int) {
+// keeping it) and returns the file, the prefix's length, which starts
+// at cacheHeaderLen in it, and its CRC-32C (for extend): nil and 0 on a
+// miss.
+func (s *cacheSlot) open(total int) (*os.File, int, uint32) {
 	return s.openIf(func(size, n uint64) bool { return size == uint64(total) && n <= size })
 }
 
 // openWhole is open for an entry that Put kept whole, of at most max
 // bytes, whatever its size.
 func (s *cacheSlot) openWhole(max int) (*os.File, int) {
-	return s.openIf(func(size, n uint64) bool { return size == n && n <= uint64(max) })
+	f, n, _ := s.openIf(func(size, n uint64) bool { return size == n && n <= uint64(max) })
+	return f, n
 }
 
 // openIf is open for an entry whose header's section size and prefix
 // length (never 0) pass ok.
-func (s *cacheSlot) openIf(ok func(size, n uint64) bool) (*os.File, int) {
+func (s *cacheSlot) openIf(ok func(size, n uint64) bool) (*os.File, int, uint32) {
 	if s == nil {
-		return nil, 0
+		return nil, 0, 0
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
-		return nil, 0
+		return nil, 0, 0
 	}
 	var hdr [cacheHeaderLen]byte
 	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:8]) != cacheMagic {
 		f.Close()
-		return nil, 0
+		return nil, 0, 0
 	}
 	le := binary.LittleEndian
 	size, n, sum := le.Uint64(hdr[8:]), le.Uint64(hdr[16:]), le.Uint32(hdr[24:])
 	if n == 0 || !ok(size, n) {
 		f.Close()
-		return nil, 0
+		return nil, 0, 0
 	}
 	h := crc32.New(castagnoli)
 	buf := copyBufs.Get().(*[]byte)
@@ -147,11 +151,50 @@ func (s *cacheSlot) openIf(ok func(size, n uint64) bool) (*os.File, int) {
 	copyBufs.Put(buf)
 	if uint64(got) != n || h.Sum32() != sum {
 		f.Close()
-		return nil, 0
+		return nil, 0, 0
 	}
 	now := time.Now()
 	os.Chtimes(s.path, now, now) // recently used: evicted last
-	return f, int(n)
+	return f, int(n), sum
+}
+
+// extend appends more to the slot's entry in place, when its header
+// still says it holds the first n bytes, with CRC-32C sum, of a section
+// of total bytes (what open found, or saveFrom wrote), and returns the
+// CRC-32C of the longer prefix: a run that inflated further than the
+// cache held writes what it added, not the whole prefix again
+// (BenchmarkSectionCacheExtend). The bytes go first and the header
+// after them, so that a reader, or a crash, between the two sees the
+// entry as it was; two runs that extend one entry at once write the
+// same bytes at the same offsets (one section's inflated bytes), and
+// whichever header lands last describes a valid prefix. False when the
+// entry changed or a write failed: the caller saves it whole instead.
+func (s *cacheSlot) extend(n int, sum uint32, more []byte, total int) (uint32, bool) {
+	if s == nil || n <= 0 || n+len(more) > total {
+		return 0, false
+	}
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	var hdr [cacheHeaderLen]byte
+	le := binary.LittleEndian
+	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:8]) != cacheMagic ||
+		le.Uint64(hdr[8:]) != uint64(total) || le.Uint64(hdr[16:]) != uint64(n) || le.Uint32(hdr[24:]) != sum {
+		return 0, false
+	}
+	if _, err := f.WriteAt(more, int64(cacheHeaderLen+n)); err != nil {
+		return 0, false
+	}
+	sum = crc32.Update(sum, castagnoli, more)
+	le.PutUint64(hdr[16:], uint64(n+len(more)))
+	le.PutUint32(hdr[24:], sum)
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
+		return 0, false
+	}
+	s.c.wrote(int64(len(more)))
+	return sum, true
 }
 
 // save writes prefix, the first bytes of a section of total bytes, as
@@ -164,16 +207,16 @@ func (s *cacheSlot) save(prefix []byte, total int) {
 
 // saveFrom writes the n bytes of r, the first bytes of a section of
 // total bytes, as the slot's entry, then trims the cache to its bound
-// when it may have passed it (wrote), and reports whether it did. Failures are ignored (the next run
-// inflates again), and a reader that gives fewer than n bytes writes
-// nothing.
-func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
+// when it may have passed it (wrote), and returns their CRC-32C and
+// whether it did. Failures are ignored (the next run inflates again),
+// and a reader that gives fewer than n bytes writes nothing.
+func (s *cacheSlot) saveFrom(r io.Reader, n, total int) (uint32, bool) {
 	if s == nil || n <= 0 {
-		return false
+		return 0, false
 	}
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false
+		return 0, false
 	}
 	var replaced int64 // the size of the entry this one replaces
 	if info, err := os.Stat(s.path); err == nil {
@@ -181,7 +224,7 @@ func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return false
+		return 0, false
 	}
 	h := crc32.New(castagnoli)
 	_, err1 := tmp.Seek(cacheHeaderLen, io.SeekStart)
@@ -196,10 +239,10 @@ func (s *cacheSlot) saveFrom(r io.Reader, n, total int) bool {
 	err4 := tmp.Close()
 	if err1 != nil || err2 != nil || got != int64(n) || err3 != nil || err4 != nil || os.Rename(tmp.Name(), s.path) != nil {
 		os.Remove(tmp.Name())
-		return false
+		return 0, false
 	}
 	s.c.wrote(int64(cacheHeaderLen+n) - replaced)
-	return true
+	return h.Sum32(), true
 }
 
 // usage holds, by cache directory, the bytes it held at its last walk

@@ -53,7 +53,7 @@ func FuzzSectionCacheLoad(f *testing.F) {
 			}
 		}
 		// open checks the same, and its file holds the prefix.
-		if of, on := s.open(int(total)); on != n || (of == nil) != (n == 0) {
+		if of, on, _ := s.open(int(total)); on != n || (of == nil) != (n == 0) {
 			t.Fatalf("open = %d (file %v), load = %d", on, of != nil, n)
 		} else if of != nil {
 			got := make([]byte, on)

@@ -61,6 +61,92 @@ func TestSectionCacheSlot(t *testing.T) {
 	}
 }
 
+// TestSectionCacheExtend: extend appends to an entry in place (the same
+// file, which load then reads whole and checked), and refuses, writing
+// nothing, when the entry is not the prefix it was told of (another
+// length or CRC-32C: another run replaced it), is missing, or would grow
+// past its section.
+func TestSectionCacheExtend(t *testing.T) {
+	c := NewSectionCache(t.TempDir(), 1<<20)
+	s := c.slot("abcd", "info", 1234)
+	data := bytes.Repeat([]byte("inflated dwarf "), 1000)
+	if _, ok := s.extend(100, 0, data[100:200], len(data)); ok {
+		t.Fatal("extend of a missing entry")
+	}
+	sum, ok := s.saveFrom(bytes.NewReader(data[:4000]), 4000, len(data))
+	if !ok {
+		t.Fatal("saveFrom failed")
+	}
+	before, err := os.Stat(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]func() (uint32, bool){
+		"length": func() (uint32, bool) { return s.extend(3999, sum, data[3999:5000], len(data)) },
+		"crc":    func() (uint32, bool) { return s.extend(4000, sum^1, data[4000:5000], len(data)) },
+		"too long": func() (uint32, bool) {
+			return s.extend(4000, sum, append(data[4000:len(data):len(data)], 'x'), len(data))
+		},
+	} {
+		if _, ok := bad(); ok {
+			t.Errorf("%s: extend succeeded", name)
+		}
+	}
+	sum2, ok := s.extend(4000, sum, data[4000:9000], len(data))
+	if !ok {
+		t.Fatal("extend failed")
+	}
+	after, err := os.Stat(s.path)
+	if err != nil || !os.SameFile(before, after) || after.Size() != cacheHeaderLen+9000 {
+		t.Fatalf("extended entry: %v (%v), want the same file, %d bytes long", after, err, cacheHeaderLen+9000)
+	}
+	out := make([]byte, len(data))
+	if n := s.load(out); n != 9000 || !bytes.Equal(out[:n], data[:9000]) {
+		t.Fatalf("load after extend = %d bytes (equal %v), want 9000", n, bytes.Equal(out[:n], data[:9000]))
+	}
+	if _, ok := s.extend(9000, sum2, data[9000:], len(data)); !ok {
+		t.Fatal("second extend failed")
+	}
+	if f, n, _ := s.open(len(data)); f == nil || n != len(data) {
+		t.Errorf("open after extending to the whole section = %d bytes, want %d", n, len(data))
+	} else {
+		f.Close()
+	}
+}
+
+// BenchmarkSectionCacheExtend measures saving a section's prefix that a
+// run inflated 64 KiB past the 6 MiB the cache held (libc's .debug_info
+// in a busy profile): written whole again (save) and appended in place
+// (extend).
+func BenchmarkSectionCacheExtend(b *testing.B) {
+	data := make([]byte, 8<<20)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	const held, more = 6 << 20, 64 << 10
+	for _, mode := range []string{"save", "extend"} {
+		b.Run(mode, func(b *testing.B) {
+			s := NewSectionCache(b.TempDir(), 1<<30).slot("abcd", "info", 1)
+			for b.Loop() {
+				b.StopTimer()
+				sum, ok := s.saveFrom(bytes.NewReader(data[:held]), held, len(data))
+				b.StartTimer()
+				if !ok {
+					b.Fatal("saveFrom failed")
+				}
+				if mode == "save" {
+					_, ok = s.saveFrom(bytes.NewReader(data[:held+more]), held+more, len(data))
+				} else {
+					_, ok = s.extend(held, sum, data[held:held+more], len(data))
+				}
+				if !ok {
+					b.Fatal(mode, " failed")
+				}
+			}
+		})
+	}
+}
+
 // TestSectionCacheTrim: past its bound the cache drops the files used
 // least recently (a load refreshes a file), and stale temporary files.
 func TestSectionCacheTrim(t *testing.T) {
@@ -143,9 +229,16 @@ func TestDWARFSectionCache(t *testing.T) {
 	x = NewTable(d)
 	checkAllLines(t, f, ref, x)
 	x.Lines(1) // a miss: the whole index, the whole section
+	prefixFile, err := os.Stat(infoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d.Save()
 	if got := cachedLen(); got != int64(len(d.info)) {
 		t.Fatalf("after every lookup: %d bytes cached, want all %d", got, len(d.info))
+	}
+	if st, err := os.Stat(infoPath); err != nil || !os.SameFile(st, prefixFile) {
+		t.Errorf("the longer prefix is a new file (%v): want the cached one extended in place", err)
 	}
 	if d.strZ == nil {
 		t.Fatal(".debug_str is not read on demand")

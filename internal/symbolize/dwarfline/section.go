@@ -98,7 +98,8 @@ type lazySection struct {
 	step   int  // inflate at least this much at a time; 0: lazyInflateStep
 	skip   int  // bytes zr must inflate and drop first: the paged part
 	slot   *cacheSlot
-	saved  int // bytes of the section's prefix the cache holds
+	saved  int    // bytes of the section's prefix the cache holds
+	sum    uint32 // their CRC-32C, when saved > 0 and not mapped (cacheSlot.extend)
 }
 
 // discarder gives back the pages of a lazySection's buffer
@@ -314,8 +315,10 @@ func (s *lazySection) valid() int {
 }
 
 // Save writes the prefix of the section that is valid to the section
-// cache, if longer than what the cache has: the paged part (read from
-// its source, the cache's own file) and what was inflated after it.
+// cache, if longer than what the cache has: what was inflated past the
+// cache's prefix, appended to its entry (cacheSlot.extend), or else the
+// whole prefix, the paged part read from its source (the cache's own
+// file).
 func (s *lazySection) Save() {
 	if s == nil {
 		return
@@ -325,12 +328,19 @@ func (s *lazySection) Save() {
 	if s.slot == nil || s.avail <= s.saved {
 		return
 	}
+	if s.saved > 0 && s.saved >= s.paged && !s.mapped {
+		// buf holds [saved, avail): it was inflated.
+		if sum, ok := s.slot.extend(s.saved, s.sum, s.buf[s.saved:s.avail], len(s.buf)); ok {
+			s.saved, s.sum = s.avail, sum
+			return
+		}
+	}
 	var head io.Reader = bytes.NewReader(nil)
 	if s.paged > 0 {
 		head = io.NewSectionReader(s.src, 0, int64(s.paged))
 	}
-	if s.slot.saveFrom(io.MultiReader(head, bytes.NewReader(s.buf[s.paged:s.avail])), s.avail, len(s.buf)) {
-		s.saved = s.avail
+	if sum, ok := s.slot.saveFrom(io.MultiReader(head, bytes.NewReader(s.buf[s.paged:s.avail])), s.avail, len(s.buf)); ok {
+		s.saved, s.sum = s.avail, sum
 	}
 }
 
@@ -430,7 +440,7 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 		return sectionBytes{}, fmt.Errorf("section %s: bad zlib header", s.Name)
 	}
 	if lazy && size >= lazySectionMin {
-		file, n := slot.open(int(size))
+		file, n, sum := slot.open(int(size))
 		if file != nil && uint64(n) == size {
 			if m := elfio.MapFile(file, cacheHeaderLen, size); m != nil {
 				file.Close()
@@ -443,6 +453,7 @@ func dwarfSectionData(lr *elfio.ReaderAt, f *elf.File, s *elf.Section, max uint6
 		z.slot = slot
 		if file != nil {
 			z.src, z.paged, z.avail, z.saved, z.skip = io.NewSectionReader(file, cacheHeaderLen, int64(n)), n, n, n, n
+			z.sum = sum
 			if n == len(z.buf) {
 				return sectionBytes{data: z.buf, lazy: z}, nil
 			}
