@@ -2,13 +2,15 @@ package unwind
 
 import "math/bits"
 
-// Bounds of an Unwinder's stack memo: 1<<stackMemoBits slots, and the
-// outermost stackMemoFrames frames of a stack remembered, whatever its
-// depth (a record then holds at most that many frames: about 200 bytes
-// each, so the memo holds a few MiB at the worst).
+// Bounds of an Unwinder's stack memo: 1<<stackMemoBits slots,
+// stackMemoRecords records, and the outermost stackMemoFrames frames of
+// a stack remembered, whatever its depth (a record then holds at most
+// that many frames, about 200 bytes each with their reads: the memo
+// holds about a MiB at the worst, allocated as records are first used).
 const (
-	stackMemoBits   = 9
-	stackMemoFrames = 32
+	stackMemoBits    = 9
+	stackMemoRecords = 128
+	stackMemoFrames  = 32
 )
 
 // A walk that ends in the stack memo is kept (keepJoined) when it took
@@ -16,8 +18,8 @@ const (
 // memoJoinEvery walks: a sample deeper in a call chain than those kept
 // takes more, while the leaf and the caller or two that change from
 // sample to sample in most programs take fewer; and a recursion whose
-// depth changes all the time (a sort) would keep a record, and allocate
-// it, at nearly every sample (BenchmarkUnwindStackMemo).
+// depth changes all the time (a sort) would keep a record at nearly
+// every sample (BenchmarkUnwindStackMemo).
 const (
 	memoJoinSteps = 4
 	memoJoinEvery = 16
@@ -30,9 +32,15 @@ const (
 // only on the frame's registers, the process's objects and the window's
 // bytes it reads, so the rest is the same once the words the recorded
 // walk read from there on read the same. It is direct-mapped by pid, sp
-// and pc; each Unwinder has its own (not synchronized).
+// and pc; each Unwinder has its own (not synchronized). Records are
+// reused, not allocated (BenchmarkUnwindStackMemo's allocs): a new one
+// takes the place of the next record in turn that no walk took frames
+// from since the hand last passed it (the clock algorithm), and a slot
+// whose record was reused misses.
 type stackMemo struct {
 	slots []stackSlot
+	recs  []stackRecord
+	hand  int // the next record to reuse, when not used since
 	// The walk being recorded: the state entering each step, the
 	// reads of each step (reads[readAt[i]:readAt[i+1]] are step i's).
 	states []frameState
@@ -40,13 +48,25 @@ type stackMemo struct {
 	reads  []memRead
 	// Walks since the last keepJoined (memoJoinEvery).
 	sinceJoin int
+	out       []uint64 // keepJoined's frames
 }
 
-// stackSlot points at frame i of a recorded stack of process pid.
+// stackSlot points at frame i of a recorded stack of process pid: of
+// rec while rec's gen is gen.
 type stackSlot struct {
 	pid uint32
 	i   int32
+	gen uint32
 	rec *stackRecord
+}
+
+// record returns the slot's record, nil when it has none or its record
+// was reused since.
+func (s *stackSlot) record() *stackRecord {
+	if s.rec == nil || s.rec.gen != s.gen {
+		return nil
+	}
+	return s.rec
 }
 
 // frameState is what one step of a walk starts from: the registers, and
@@ -99,18 +119,46 @@ type memRead struct {
 // each of its steps, the window reads from each step on
 // (reads[readAt[i]:]), the frames each step and those after it
 // appended (out[i:]: the last step, which ended the walk, appended
-// none), and the walk's top (UnwindSwitch's).
+// none), and the walk's top (UnwindSwitch's). gen counts its reuses;
+// used says a walk took frames from it since the clock's hand passed.
 type stackRecord struct {
 	states []frameState
 	readAt []int32
 	reads  []memRead
 	out    []uint64
 	top    uint64
+	gen    uint32
+	used   bool
 }
 
-// newStackMemo returns an empty memo.
-func newStackMemo() *stackMemo {
-	return &stackMemo{slots: make([]stackSlot, 1<<stackMemoBits)}
+// newStackMemo returns an empty memo of records records (at least 2).
+func newStackMemo(records int) *stackMemo {
+	return &stackMemo{slots: make([]stackSlot, 1<<stackMemoBits), recs: make([]stackRecord, max(records, 2))}
+}
+
+// reuse returns a record to store a stack in, made anew (its slots
+// miss), passing over those used since the hand last passed them and
+// busy, the record a join copies from.
+func (m *stackMemo) reuse(busy *stackRecord) *stackRecord {
+	for {
+		r := &m.recs[m.hand]
+		m.hand = (m.hand + 1) % len(m.recs)
+		if r == busy {
+			continue
+		}
+		if r.used {
+			r.used = false
+			continue
+		}
+		r.gen++
+		if r.states == nil { // first use: room for any stack kept
+			r.states = make([]frameState, 0, stackMemoFrames)
+			r.readAt = make([]int32, 0, stackMemoFrames)
+			r.reads = make([]memRead, 0, 2*stackMemoFrames)
+			r.out = make([]uint64, 0, stackMemoFrames)
+		}
+		return r
+	}
 }
 
 // slot returns the slot of a frame of process pid whose registers are fr.
@@ -125,16 +173,18 @@ func (m *stackMemo) slot(pid uint32, fr *frameRegs) *stackSlot {
 // mem.
 func (m *stackMemo) rest(pid uint32, st *frameState, mem *memory) (*stackRecord, int, bool) {
 	s := m.slot(pid, &st.fr)
-	if s.rec == nil || s.pid != pid || !s.rec.states[s.i].same(st) {
+	rec := s.record()
+	if rec == nil || s.pid != pid || !rec.states[s.i].same(st) {
 		return nil, 0, false
 	}
-	for _, r := range s.rec.reads[s.rec.readAt[s.i]:] {
+	for _, r := range rec.reads[rec.readAt[s.i]:] {
 		v, stop := mem.readWindow(r.addr, uint64(r.size))
 		if (stop == 0) != r.ok || (r.ok && v != r.v) {
 			return nil, 0, false
 		}
 	}
-	return s.rec, int(s.i), true
+	rec.used = true
+	return rec, int(s.i), true
 }
 
 // begin starts recording a walk.
@@ -172,7 +222,7 @@ func (m *stackMemo) enter(st *frameState) {
 // one slot each.
 func (m *stackMemo) keep(pid uint32, out []uint64, top uint64) {
 	if n := len(m.states); n > 0 && len(out) == n-1 {
-		m.store(pid, m.states, m.readAt, m.reads, out, top)
+		m.store(pid, m.states, m.readAt, m.reads, out, top, nil)
 	}
 }
 
@@ -192,30 +242,30 @@ func (m *stackMemo) keepJoined(pid uint32, out []uint64, rec *stackRecord, i int
 		readAt = append(readAt, int32(len(m.reads))+at-rec.readAt[i])
 	}
 	reads := append(m.reads, rec.reads[rec.readAt[i]:]...)
-	all := append(out[:n:n], rec.out[i:]...)
-	m.store(pid, states, readAt, reads, all, rec.top)
+	all := append(append(m.out[:0], out[:n]...), rec.out[i:]...)
+	m.store(pid, states, readAt, reads, all, rec.top, rec)
 	// The scratch may have grown into new arrays: keep them.
-	m.states, m.readAt, m.reads = states[:0], readAt[:0], reads[:0]
+	m.states, m.readAt, m.reads, m.out = states[:0], readAt[:0], reads[:0], all[:0]
 }
 
 // store keeps the outermost stackMemoFrames steps of a whole stack of
 // process pid: the states entering its steps, where each step's reads
 // start in reads, the frames appended after the leaf (one a step but the
-// last) and its top; one slot a step.
-func (m *stackMemo) store(pid uint32, states []frameState, readAt []int32, reads []memRead, out []uint64, top uint64) {
+// last) and its top; in a reused record other than busy (which the
+// arguments may point into), one slot a step.
+func (m *stackMemo) store(pid uint32, states []frameState, readAt []int32, reads []memRead, out []uint64, top uint64, busy *stackRecord) {
 	n := len(states)
 	from := max(0, n-stackMemoFrames)
 	base := readAt[from]
-	rec := &stackRecord{
-		states: append([]frameState(nil), states[from:]...),
-		readAt: make([]int32, n-from),
-		reads:  append([]memRead(nil), reads[base:]...),
-		out:    append([]uint64(nil), out[from:]...),
-		top:    top,
+	rec := m.reuse(busy)
+	rec.states = append(rec.states[:0], states[from:]...)
+	rec.readAt = rec.readAt[:0]
+	for _, at := range readAt[from:] {
+		rec.readAt = append(rec.readAt, at-base)
 	}
-	for i := range rec.readAt {
-		rec.readAt[i] = readAt[from+i] - base
-	}
+	rec.reads = append(rec.reads[:0], reads[base:]...)
+	rec.out = append(rec.out[:0], out[from:]...)
+	rec.top = top
 	for i := len(rec.states) - 2; i >= 0; i-- {
 		rec.states[i].full = rec.states[i].full || rec.states[i+1].full
 	}
@@ -223,7 +273,9 @@ func (m *stackMemo) store(pid uint32, states []frameState, readAt []int32, reads
 	// leaf wins (a walk meets it first, and takes more from it), but for
 	// the leaf's own state, which only a sample with the same leaf state
 	// meets: it is stored first, the others from the outermost in.
-	put := func(i int) { *m.slot(pid, &rec.states[i].fr) = stackSlot{pid: pid, i: int32(i), rec: rec} }
+	put := func(i int) {
+		*m.slot(pid, &rec.states[i].fr) = stackSlot{pid: pid, i: int32(i), gen: rec.gen, rec: rec}
+	}
 	inner := 0
 	if from == 0 {
 		put(0)

@@ -105,7 +105,8 @@ func offsets(n int) []int {
 // FuzzUnwindMemo walks whole stacks of the stackdump binary with changed
 // bytes (a byte anywhere in the window, the leaf's rsp and rip moved, and
 // another register of the leaf changed) after the memo holds their
-// originals: UnwindMemo must give what UnwindSwitch gives.
+// originals, in a memo of two records, which the walks' stacks take
+// turns in: UnwindMemo must give what UnwindSwitch gives.
 func FuzzUnwindMemo(f *testing.F) {
 	ds := memoDumps(f)
 	modes := []string{"qsort24", "signal", "thread", "recurse"}
@@ -114,6 +115,7 @@ func FuzzUnwindMemo(f *testing.F) {
 	f.Fuzz(func(t *testing.T, mode uint8, at uint16, xor uint8, dsp, dip int8, reg uint8, rxor uint64) {
 		d := ds[modes[int(mode)%len(modes)]]
 		u := New(Options{})
+		u.stacks = newStackMemo(2) // records reused within the walks below
 		u.UnwindMemo(1, nil, d, &d.regs, d.stack, StackSwitch{})
 		stack := slices.Clone(d.stack)
 		if len(stack) > 0 {
@@ -170,8 +172,8 @@ func TestUnwindMemoJoined(t *testing.T) {
 	u0.UnwindMemo(1, nil, d, &d.regs, d.stack, StackSwitch{})
 	var rec *stackRecord
 	for _, s := range u0.stacks.slots {
-		if s.rec != nil {
-			rec = s.rec
+		if r := s.record(); r != nil {
+			rec = r
 		}
 	}
 	if rec == nil || len(rec.states) < 12 {
@@ -236,7 +238,7 @@ func TestUnwindMemoJoined(t *testing.T) {
 // TestJoinDue: a walk that ends in the memo is kept when it took
 // memoJoinSteps steps or more, once every memoJoinEvery walks at most.
 func TestJoinDue(t *testing.T) {
-	m := newStackMemo()
+	m := newStackMemo(stackMemoRecords)
 	kept := 0
 	for range 3 * memoJoinEvery {
 		m.begin()
@@ -249,5 +251,48 @@ func TestJoinDue(t *testing.T) {
 	}
 	if kept != 3 {
 		t.Errorf("%d of %d walks kept, want 3", kept, 3*memoJoinEvery)
+	}
+}
+
+// TestStackMemoReuse checks the memo's records are reused in clock order:
+// a record no walk took frames from since the hand last passed it is the
+// next one reused, and its slots then miss; one a walk took frames from
+// stays for one more turn; the record a join copies from is never the
+// one it is stored in.
+func TestStackMemoReuse(t *testing.T) {
+	m := newStackMemo(2)
+	state := func(sp uint64) frameState {
+		var st frameState
+		st.fr.v[RegRSP], st.fr.v[RegRIP], st.fr.known = sp, 0x1000+sp, 1<<RegRSP|1<<RegRIP
+		return st
+	}
+	keep := func(sp uint64) {
+		m.begin()
+		for k := range uint64(3) {
+			st := state(sp + 16*k)
+			m.enter(&st)
+		}
+		m.keep(1, []uint64{sp, sp + 1}, 0)
+	}
+	hit := func(sp uint64) bool {
+		st := state(sp)
+		_, _, ok := m.rest(1, &st, &memory{})
+		return ok
+	}
+	keep(0x100) // record 0
+	keep(0x200) // record 1
+	if !hit(0x100) || !hit(0x200) {
+		t.Fatal("kept stacks miss")
+	}
+	// Both were used: the hand clears them and comes back to record 0.
+	keep(0x300)
+	if hit(0x110) || !hit(0x210) || !hit(0x300) {
+		t.Fatalf("after a third stack: first %v, second %v, third %v; want the first reused", hit(0x110), hit(0x210), hit(0x300))
+	}
+	// With the hand at record 0 and neither used, a join from record 0
+	// is stored in record 1.
+	m.hand, m.recs[0].used, m.recs[1].used = 0, false, false
+	if r := m.reuse(&m.recs[0]); r != &m.recs[1] {
+		t.Fatal("reuse returned the record being joined from")
 	}
 }

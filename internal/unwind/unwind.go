@@ -200,7 +200,7 @@ func (u *Unwinder) UnwindMemo(pid uint32, dst []uint64, p Process, regs *Regs, s
 		return u.unwind(dst, p, regs, stack, sw, nil, 0)
 	}
 	if u.stacks == nil {
-		u.stacks = newStackMemo()
+		u.stacks = newStackMemo(stackMemoRecords)
 	}
 	return u.unwind(dst, p, regs, stack, sw, u.stacks, pid)
 }
