@@ -23,25 +23,26 @@ import (
 type collector struct {
 	sym     *symbolize.Symbolizer
 	agg     *output.Aggregator
-	stream  Sink                              // the per-sample writer, or nil
-	stacks  map[uint32]map[rawHash]stackEntry // pid -> hash of raw IPs -> stack
-	addrs   map[uint32]map[uint64]uint32      // pid -> addrKey -> location in agg
-	kaddrs  map[uint64]uint32                 // addrKey of a kernel address -> location in agg
-	locIDs  []uint32                          // reused: a raw stack's locations
-	byAddr  uint64                            // new raw stacks made by fromLocations
-	gen     uint64                            // sym.Generation() the memo was made at
-	seed    maphash.Seed                      // of rawHash
-	mult    uint64                            // of rawHash: random, odd
-	exited  []exited                          // processes to evict, oldest first
-	comms   map[string]string                 // interned comm strings
-	key     []byte                            // reused raw IPs buffer
-	scratch symbolize.Stack                   // reused: a new raw stack's frames, without stream
-	rec     output.Record                     // reused: the sample handed to stream
-	tid     bool                              // aggregate by thread (tid label)
-	cpu     bool                              // aggregate by CPU (cpu label)
-	cgroups *attach.CgroupNames               // names cgroups (cgroup label), or nil
-	us      *userStacks                       // unwinds the samples the reader deferred
-	wall0   time.Time                         // wall time at CLOCK_MONOTONIC 0
+	stream  Sink                               // the per-sample writer, or nil
+	stacks  map[uint32]map[rawHash]*stackEntry // pid -> hash of raw IPs -> stack
+	addrs   map[uint32]map[uint64]uint32       // pid -> addrKey -> location in agg
+	kaddrs  map[uint64]uint32                  // addrKey of a kernel address -> location in agg
+	locIDs  []uint32                           // reused: a raw stack's locations
+	byAddr  uint64                             // new raw stacks made by fromLocations
+	gen     uint64                             // sym.Generation() the memo was made at
+	seed    maphash.Seed                       // of rawHash
+	mult    uint64                             // of rawHash: random, odd
+	exited  []exited                           // processes to evict, oldest first
+	comms   map[string]string                  // interned comm strings
+	entries []stackEntry                       // room for the next new memo entries (newEntry)
+	key     []byte                             // reused raw IPs buffer
+	scratch symbolize.Stack                    // reused: a new raw stack's frames, without stream
+	rec     output.Record                      // reused: the sample handed to stream
+	tid     bool                               // aggregate by thread (tid label)
+	cpu     bool                               // aggregate by CPU (cpu label)
+	cgroups *attach.CgroupNames                // names cgroups (cgroup label), or nil
+	us      *userStacks                        // unwinds the samples the reader deferred
+	wall0   time.Time                          // wall time at CLOCK_MONOTONIC 0
 	samples uint64
 	offCPU  *offCPUCols     // the off-CPU columns and markers, or nil
 	probes  *probeCols      // a column per probe with several probes, or nil
@@ -62,6 +63,11 @@ type stackEntry struct {
 	// retry says not to memoize the entry: a frame lay in no known
 	// mapping, which a later read of the process's maps may fix.
 	retry bool
+	// entry, when not 0, is 1 + the aggregate's entry that the last
+	// sample of this stack went to, under key: a sample with the same key
+	// goes there directly (Aggregator.AddToEntry).
+	entry uint32
+	key   output.SampleKey
 	// jitAt, when not 0, is the sample time (CLOCK_MONOTONIC ns) from
 	// which the entry is made again: a frame lay in JIT code that the
 	// process's perf map did not name yet (its line may land after the
@@ -97,7 +103,7 @@ func newCollector(sym *symbolize.Symbolizer, labels []string, perThread bool, st
 	c := &collector{
 		sym:    sym,
 		agg:    output.NewAggregator(),
-		stacks: map[uint32]map[rawHash]stackEntry{},
+		stacks: map[uint32]map[rawHash]*stackEntry{},
 		addrs:  map[uint32]map[uint64]uint32{},
 		kaddrs: map[uint64]uint32{},
 		seed:   maphash.MakeSeed(),
@@ -169,19 +175,21 @@ func (c *collector) addStack(s *attach.Sample) {
 	h := c.rawHash(s.KernelIPs, user, c.offCPU.kind(s))
 	memo := c.stacks[s.PID]
 	if memo == nil || len(memo) >= maxMemo {
-		memo = map[rawHash]stackEntry{}
+		memo = map[rawHash]*stackEntry{}
 		c.stacks[s.PID] = memo
 	}
 	e, ok := memo[h]
 	switch {
 	case !ok:
-		e = c.symbolize(s, user)
+		e = c.newEntry()
+		*e = c.symbolize(s, user)
 		if !e.retry {
 			memo[h] = e
 		}
 	case e.jitAt != 0 && s.TimeNs >= e.jitAt:
 		tries := e.tries + 1
-		e = c.symbolize(s, user)
+		e = c.newEntry()
+		*e = c.symbolize(s, user)
 		if e.tries = tries; tries >= jitTries {
 			e.jitAt = 0
 		}
@@ -191,7 +199,18 @@ func (c *collector) addStack(s *attach.Sample) {
 			memo[h] = e
 		}
 	}
-	c.emit(s, &e)
+	c.emit(s, e)
+}
+
+// newEntry returns a zero stack memo entry, taken from a slab of 256
+// rather than allocated alone: a new raw stack is the common case in an
+// interpreter (BenchmarkNewLeaf's allocs).
+func (c *collector) newEntry() *stackEntry {
+	if len(c.entries) == cap(c.entries) {
+		c.entries = make([]stackEntry, 0, 256)
+	}
+	c.entries = c.entries[:len(c.entries)+1]
+	return &c.entries[len(c.entries)-1]
 }
 
 // userIPs returns the user stack of s, leaf first: the IPs the BPF
@@ -213,6 +232,12 @@ func (c *collector) userIPs(s *attach.Sample) []uint64 {
 // too, but called directly: BenchmarkHotPath pays for an interface call
 // and a Record per sample otherwise.
 func (c *collector) emit(s *attach.Sample, e *stackEntry) {
+	plain := c.offCPU == nil && c.probes == nil && c.cgroups == nil && c.stream == nil
+	if plain && e.entry != 0 && e.key.PID == s.PID && e.key.Comm == string(s.Comm) &&
+		(!c.tid || e.key.TID == s.TID) && (!c.cpu || e.key.CPU == s.CPU) {
+		c.agg.AddToEntry(output.EntryID(e.entry-1), int64(s.Period))
+		return
+	}
 	comm, ok := c.comms[string(s.Comm)]
 	if !ok {
 		comm = string(s.Comm)
@@ -238,6 +263,8 @@ func (c *collector) emit(s *attach.Sample, e *stackEntry) {
 		vals = c.probes.values(c.vals[:0], s)
 		c.vals = vals
 		c.agg.AddValues(key, e.id, vals)
+	case plain:
+		e.entry, e.key = uint32(c.agg.AddStackEntry(key, e.id, int64(s.Period)))+1, key
 	default:
 		c.agg.AddStack(key, e.id, int64(s.Period))
 	}

@@ -255,3 +255,41 @@ func TestCollectorLocationMemo(t *testing.T) {
 		t.Errorf("after an exec: stack memo %v, location memo %v (want none); kernel addresses %d (want kept)", c.stacks[pid], c.addrs[pid], len(c.kaddrs))
 	}
 }
+
+// TestCollectorEntryShortcut: samples of one raw stack go straight to the
+// aggregate's entry of the last one (Aggregator.AddToEntry) only while
+// their key is the same: another thread name, or another thread or CPU
+// when the aggregate keys by them, gets an entry of its own, and every
+// entry counts its own samples.
+func TestCollectorEntryShortcut(t *testing.T) {
+	sym, err := symbolize.New(symbolize.Options{ProcRoot: t.TempDir(), KallsymsPath: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		tid, cpu uint32
+		comm     string
+	}
+	samples := []key{{1, 0, "a"}, {1, 0, "a"}, {2, 0, "a"}, {1, 1, "a"}, {1, 0, "b"}, {1, 0, "a"}, {2, 1, "a"}}
+	for _, labels := range [][]string{nil, {output.LabelTID, output.LabelCPU}} {
+		c := newCollector(sym, labels, false, nil)
+		want := map[key]int64{}
+		for _, k := range samples {
+			c.add(&attach.Sample{PID: 7, TID: k.tid, CPU: k.cpu, Period: 10, Comm: []byte(k.comm), UserIPs: []uint64{0x1000, 0x2000}})
+			if labels == nil {
+				k.tid, k.cpu = 0, 0
+			}
+			want[k]++
+		}
+		got := map[key]int64{}
+		for _, s := range c.agg.Samples() {
+			if s.Nanos != 10*s.Count {
+				t.Errorf("labels %v: %+v weighs %d ns for %d samples", labels, s, s.Nanos, s.Count)
+			}
+			got[key{s.TID, s.CPU, s.Comm}] += s.Count
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("labels %v: aggregated %v, want %v", labels, got, want)
+		}
+	}
+}
