@@ -15,8 +15,15 @@ import (
 )
 
 // pollInterval is how often the reader looks at the ring buffer when the
-// BPF program has not woken it (it wakes it only past wakeup_bytes).
-const pollInterval = 100 * time.Millisecond
+// BPF program has not woken it (it wakes it only past wakeup_bytes). Each
+// look wakes the Go runtime (its sysmon thread, the scheduler) and finds
+// caches cold: a shorter interval costs CPU at every rate whose records
+// do not fill half the ring first, and a longer one saved no more
+// (bench/run.sh; BENCHMARKS.md, issue 16 session 26).
+// Nothing waits on it: an exec wakes the reader at once, and an exec'd
+// program's maps are read on timers of their own (symbolize's
+// settleDelays), so that a short-lived process keeps its names.
+const pollInterval = 250 * time.Millisecond
 
 // openEvents opens a disabled perf event per CPU and attaches the program.
 // Without Config.Event the first CPU decides the event: cycles, or

@@ -273,8 +273,8 @@ func (s *Sampler) CPUs() []int {
 func (s *Sampler) RingBytes() int { return s.ringBytes }
 
 // ringSize returns a ring buffer size for a quarter of a second of
-// records of recordBytes at hz on ncpu CPUs, against the reader's 100 ms
-// poll: a power of two between 1 MiB and 256 MiB. The BPF program wakes
+// records of recordBytes at hz on ncpu CPUs, against the reader's poll
+// (pollInterval): a power of two between 1 MiB and 256 MiB. The BPF program wakes
 // the reader at half full (wakeup_bytes), which leaves it an eighth of a
 // second to start draining. The kernel maps the data pages twice (for
 // records that wrap), so the ring counts twice its size in gprofile's RSS.
