@@ -31,7 +31,8 @@ const DefaultSectionCacheBytes = 256 << 20
 // is a miss, and a file whose header or CRC-32C does not check out is
 // ignored. Files are written whole under a temporary name and renamed,
 // but for a prefix that a later run extends, which is appended in place
-// (cacheSlot.extend).
+// (cacheSlot.extend), and an entry that Update replaces, overwritten in
+// place.
 //
 // Layout: <dir>/<build ID>/<section>-<compressed size>, each a 32-byte
 // header (cacheMagic, the section's inflated size, the prefix's length,
@@ -439,4 +440,54 @@ func (c *SectionCache) Put(id, name string, data []byte) {
 	}
 	s := &cacheSlot{c: c, path: filepath.Join(c.dir, id, name)}
 	s.save(data, len(data))
+}
+
+// Update is Put for an entry that later runs replace (a line memo that
+// grows), which is read with Get only, never mapped (Map): an entry that
+// exists is overwritten in place, the bytes and then the header, and cut
+// to its new length, rather than replaced by a new file, which frees and
+// allocates the file's inode and pages again (BenchmarkSectionCacheUpdate).
+// A Get that reads while Update writes, or after a write cut short, finds
+// a length or CRC-32C that does not check out: a miss, which the next
+// Update writes again. Failures are ignored, as Put's.
+func (c *SectionCache) Update(id, name string, data []byte) {
+	if c == nil || id == "" || len(data) == 0 {
+		return
+	}
+	s := &cacheSlot{c: c, path: filepath.Join(c.dir, id, name)}
+	if !s.overwrite(data) {
+		s.save(data, len(data))
+	}
+}
+
+// overwrite writes data as the slot's whole entry over the file that holds
+// it now, in place; false when there is none or a write failed.
+func (s *cacheSlot) overwrite(data []byte) bool {
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	var hdr [cacheHeaderLen]byte
+	copy(hdr[:], cacheMagic)
+	le := binary.LittleEndian
+	le.PutUint64(hdr[8:], uint64(len(data)))
+	le.PutUint64(hdr[16:], uint64(len(data)))
+	le.PutUint32(hdr[24:], crc32.Checksum(data, castagnoli))
+	size := int64(cacheHeaderLen + len(data))
+	if _, err := f.WriteAt(data, cacheHeaderLen); err != nil {
+		return false
+	}
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
+		return false
+	}
+	if info.Size() > size && f.Truncate(size) != nil {
+		return false
+	}
+	s.c.wrote(size - info.Size())
+	return true
 }

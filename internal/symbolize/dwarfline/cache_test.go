@@ -407,6 +407,62 @@ func BenchmarkSectionCacheSave(b *testing.B) {
 	}
 }
 
+// TestSectionCacheUpdate: Update writes an entry that Get reads back,
+// over the file of the entry before it (the same file, longer or cut
+// shorter), or as Put does when there is none; an entry left half
+// written (new bytes under the old header) is a miss.
+func TestSectionCacheUpdate(t *testing.T) {
+	c := NewSectionCache(t.TempDir(), DefaultSectionCacheBytes)
+	path := filepath.Join(c.dir, "beef", "memo")
+	long := bytes.Repeat([]byte("line memo "), 1000)
+	c.Update("beef", "memo", long[:5000])
+	first, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("Update of a missing entry: %v", err)
+	}
+	for _, n := range []int{len(long), 3000} {
+		c.Update("beef", "memo", long[:n])
+		st, err := os.Stat(path)
+		if err != nil || !os.SameFile(st, first) || st.Size() != int64(cacheHeaderLen+n) {
+			t.Fatalf("Update to %d bytes: %v (%v); want the same file, %d bytes long", n, st, err, cacheHeaderLen+n)
+		}
+		if got := c.Get("beef", "memo", len(long)); !bytes.Equal(got, long[:n]) {
+			t.Fatalf("Get after Update to %d bytes: %d bytes (equal %v)", n, len(got), bytes.Equal(got, long[:n]))
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[cacheHeaderLen+10] ^= 1 // a write cut short: the header is the old one
+	os.WriteFile(path, b, 0o600)
+	if got := c.Get("beef", "memo", len(long)); got != nil {
+		t.Errorf("Get of a half-written entry = %d bytes, want a miss", len(got))
+	}
+}
+
+// BenchmarkSectionCacheUpdate measures replacing a line memo's 240 KiB
+// entry by one a little different (the end of a run that found new
+// answers): as Put (a new file renamed over the old) and as Update (in
+// place).
+func BenchmarkSectionCacheUpdate(b *testing.B) {
+	c := NewSectionCache(b.TempDir(), 1<<30)
+	data := make([]byte, 240<<10)
+	for _, mode := range []string{"put", "update"} {
+		b.Run(mode, func(b *testing.B) {
+			c.Put("beef", mode, data)
+			for b.Loop() {
+				data[0]++
+				if mode == "put" {
+					c.Put("beef", mode, data)
+				} else {
+					c.Update("beef", mode, data)
+				}
+			}
+		})
+	}
+}
+
 // TestSectionCacheMap: Map gives the bytes Put kept, as Get does, and
 // misses as Get does: no entry, more than max bytes, a bad CRC-32C.
 func TestSectionCacheMap(t *testing.T) {

@@ -251,7 +251,7 @@ func (lm *lineMemo) save() {
 	data := encodeLineMemo(&lm.file, lm.sorted)
 	lm.added = 0
 	lm.mu.Unlock()
-	lm.cache.Put(lm.id, lineMemoName, data)
+	lm.cache.Update(lm.id, lineMemoName, data)
 }
 
 // encodeLineMemo encodes the ranges of f and rs (sorted by lo), in the
