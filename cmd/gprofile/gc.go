@@ -113,31 +113,3 @@ func settleGC() {
 	}
 	debug.FreeOSMemory()
 }
-
-// outputHeadroom is how much more memory (bytes) than it holds when
-// sampling ends gprofile may use while it writes a one-shot run's output
-// with the collector off (relaxGCForOutput), before collections resume.
-const outputHeadroom = 64 << 20
-
-// relaxGCForOutput turns the collector off for the end of a one-shot run:
-// building and writing the profile from the aggregate, which stays live
-// until exit, makes garbage that only exit frees, and a collection then
-// would mark the whole aggregate to free nothing that matters. A soft
-// memory limit (debug.SetMemoryLimit) of the memory in use
-// (runtime/metrics /memory/classes/total:bytes) plus outputHeadroom
-// brings collections back should a very large profile need them. With
-// GOGC or GOMEMLIMIT set in the environment it does nothing, and nothing
-// after a tuner that checks late (tunerSet).
-func relaxGCForOutput() {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 {
-		return
-	}
-	gcSettled.Store(true)
-	debug.SetMemoryLimit(int64(sample[0].Value.Uint64()) + outputHeadroom)
-	debug.SetGCPercent(-1)
-}

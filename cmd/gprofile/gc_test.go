@@ -1,8 +1,6 @@
 package main
 
 import (
-	"math"
-	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -43,34 +41,5 @@ func TestSettleGCStands(t *testing.T) {
 	tunerSet(gcPercentLarge)
 	if got := debug.SetGCPercent(100); got != gcPercentContinuous {
 		t.Errorf("GOGC after settleGC and a late tuner = %d, want %d", got, gcPercentContinuous)
-	}
-}
-
-// TestRelaxGCForOutput: the end of a run turns the collector off under a
-// soft memory limit outputHeadroom above the memory in use, and a late
-// start-up tuner leaves that alone; with GOGC or GOMEMLIMIT set nothing
-// changes.
-func TestRelaxGCForOutput(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
-	defer gcSettled.Store(false)
-	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
-		t.Setenv("GOGC", "")
-		t.Setenv("GOMEMLIMIT", "")
-		t.Setenv(env, "200")
-		relaxGCForOutput()
-		if p, l := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64); p != 100 || l != math.MaxInt64 {
-			t.Errorf("with %s set: GOGC %d, memory limit %d; want 100 and none", env, p, l)
-		}
-	}
-	t.Setenv("GOGC", "")
-	t.Setenv("GOMEMLIMIT", "")
-	relaxGCForOutput()
-	tunerSet(gcPercentLarge)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	p, l := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
-	if p != -1 || l < outputHeadroom || l > int64(ms.Sys)+2*outputHeadroom {
-		t.Errorf("after relaxGCForOutput and a late tuner: GOGC %d, memory limit %d; want off, and %d bytes above the %d in use", p, l, outputHeadroom, ms.Sys)
 	}
 }

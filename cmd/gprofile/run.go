@@ -102,7 +102,6 @@ func run(o *options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	relaxGCForOutput()
 	err = writeProfile(o, out, bw, &res)
 	if err != nil && !errors.Is(err, errReaderGone) {
 		return 1, err
