@@ -49,6 +49,36 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// entryHeader is what an entry's header says: the section's inflated
+// size (total), the length of the prefix that follows (n) and its
+// CRC-32C (sum).
+type entryHeader struct {
+	total, n uint64
+	sum      uint32
+}
+
+// readHeader reads the header of the entry f; false when it does not
+// read or lacks cacheMagic.
+func readHeader(f *os.File) (entryHeader, bool) {
+	var b [cacheHeaderLen]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil || string(b[:8]) != cacheMagic {
+		return entryHeader{}, false
+	}
+	le := binary.LittleEndian
+	return entryHeader{total: le.Uint64(b[8:]), n: le.Uint64(b[16:]), sum: le.Uint32(b[24:])}, true
+}
+
+// encode returns h in the header's layout (see SectionCache).
+func (h entryHeader) encode() [cacheHeaderLen]byte {
+	var b [cacheHeaderLen]byte
+	copy(b[:], cacheMagic)
+	le := binary.LittleEndian
+	le.PutUint64(b[8:], h.total)
+	le.PutUint64(b[16:], h.n)
+	le.PutUint32(b[24:], h.sum)
+	return b
+}
+
 // copyBufs holds the buffers that entries' CRC-32Cs are read through
 // (32 KiB, io.Copy's size), reused rather than one allocated an entry:
 // a run checks a dozen entries and more at start-up.
@@ -91,13 +121,9 @@ func (s *cacheSlot) load(out []byte) int {
 		return 0
 	}
 	defer f.Close()
-	var hdr [cacheHeaderLen]byte
-	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:8]) != cacheMagic {
-		return 0
-	}
-	le := binary.LittleEndian
-	total, n, sum := le.Uint64(hdr[8:]), le.Uint64(hdr[16:]), le.Uint32(hdr[24:])
-	if total != uint64(len(out)) || n > total || n == 0 {
+	h, ok := readHeader(f)
+	total, n, sum := h.total, h.n, h.sum
+	if !ok || total != uint64(len(out)) || n > total || n == 0 {
 		return 0
 	}
 	if got, _ := f.ReadAt(out[:n], cacheHeaderLen); uint64(got) != n || crc32.Checksum(out[:n], castagnoli) != sum {
@@ -135,14 +161,9 @@ func (s *cacheSlot) openIf(ok func(size, n uint64) bool) (*os.File, int, uint32)
 	if err != nil {
 		return nil, 0, 0
 	}
-	var hdr [cacheHeaderLen]byte
-	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:8]) != cacheMagic {
-		f.Close()
-		return nil, 0, 0
-	}
-	le := binary.LittleEndian
-	size, n, sum := le.Uint64(hdr[8:]), le.Uint64(hdr[16:]), le.Uint32(hdr[24:])
-	if n == 0 || !ok(size, n) {
+	hd, read := readHeader(f)
+	n, sum := hd.n, hd.sum
+	if !read || n == 0 || !ok(hd.total, n) {
 		f.Close()
 		return nil, 0, 0
 	}
@@ -179,18 +200,15 @@ func (s *cacheSlot) extend(n int, sum uint32, more []byte, total int) (uint32, b
 		return 0, false
 	}
 	defer f.Close()
-	var hdr [cacheHeaderLen]byte
-	le := binary.LittleEndian
-	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:8]) != cacheMagic ||
-		le.Uint64(hdr[8:]) != uint64(total) || le.Uint64(hdr[16:]) != uint64(n) || le.Uint32(hdr[24:]) != sum {
+	was := entryHeader{total: uint64(total), n: uint64(n), sum: sum}
+	if h, ok := readHeader(f); !ok || h != was {
 		return 0, false
 	}
 	if _, err := f.WriteAt(more, int64(cacheHeaderLen+n)); err != nil {
 		return 0, false
 	}
 	sum = crc32.Update(sum, castagnoli, more)
-	le.PutUint64(hdr[16:], uint64(n+len(more)))
-	le.PutUint32(hdr[24:], sum)
+	hdr := entryHeader{total: uint64(total), n: uint64(n + len(more)), sum: sum}.encode()
 	if _, err := f.WriteAt(hdr[:], 0); err != nil {
 		return 0, false
 	}
@@ -230,12 +248,7 @@ func (s *cacheSlot) saveFrom(r io.Reader, n, total int) (uint32, bool) {
 	h := crc32.New(castagnoli)
 	_, err1 := tmp.Seek(cacheHeaderLen, io.SeekStart)
 	got, err2 := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, int64(n)))
-	var hdr [cacheHeaderLen]byte
-	copy(hdr[:], cacheMagic)
-	le := binary.LittleEndian
-	le.PutUint64(hdr[8:], uint64(total))
-	le.PutUint64(hdr[16:], uint64(n))
-	le.PutUint32(hdr[24:], h.Sum32())
+	hdr := entryHeader{total: uint64(total), n: uint64(n), sum: h.Sum32()}.encode()
 	_, err3 := tmp.WriteAt(hdr[:], 0)
 	err4 := tmp.Close()
 	if err1 != nil || err2 != nil || got != int64(n) || err3 != nil || err4 != nil || os.Rename(tmp.Name(), s.path) != nil {
@@ -392,15 +405,13 @@ func (c *SectionCache) Get(id, name string, max int) []byte {
 	if err != nil {
 		return nil
 	}
-	var hdr [cacheHeaderLen]byte
-	_, err = f.ReadAt(hdr[:], 0)
+	h, ok := readHeader(f)
 	info, serr := f.Stat()
 	f.Close()
-	if err != nil || serr != nil || string(hdr[:8]) != cacheMagic {
+	if !ok || serr != nil {
 		return nil
 	}
-	le := binary.LittleEndian
-	total, n := le.Uint64(hdr[8:]), le.Uint64(hdr[16:])
+	total, n := h.total, h.n
 	if total != n || n == 0 || n > uint64(max) || uint64(info.Size()) != cacheHeaderLen+n {
 		return nil
 	}
@@ -472,12 +483,7 @@ func (s *cacheSlot) overwrite(data []byte) bool {
 	if err != nil || !info.Mode().IsRegular() {
 		return false
 	}
-	var hdr [cacheHeaderLen]byte
-	copy(hdr[:], cacheMagic)
-	le := binary.LittleEndian
-	le.PutUint64(hdr[8:], uint64(len(data)))
-	le.PutUint64(hdr[16:], uint64(len(data)))
-	le.PutUint32(hdr[24:], crc32.Checksum(data, castagnoli))
+	hdr := entryHeader{total: uint64(len(data)), n: uint64(len(data)), sum: crc32.Checksum(data, castagnoli)}.encode()
 	size := int64(cacheHeaderLen + len(data))
 	if _, err := f.WriteAt(data, cacheHeaderLen); err != nil {
 		return false
