@@ -33,7 +33,7 @@ const (
 // bytes it reads, so the rest is the same once the words the recorded
 // walk read from there on read the same. It is direct-mapped by pid, sp
 // and pc; each Unwinder has its own (not synchronized). Records are
-// reused, not allocated (BenchmarkUnwindStackMemo's allocs): a new one
+// reused, not allocated (TestStackMemoReuse): a new one
 // takes the place of the next record in turn that no walk took frames
 // from since the hand last passed it (the clock algorithm), and a slot
 // whose record was reused misses.

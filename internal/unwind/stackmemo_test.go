@@ -295,4 +295,9 @@ func TestStackMemoReuse(t *testing.T) {
 	if r := m.reuse(&m.recs[0]); r != &m.recs[1] {
 		t.Fatal("reuse returned the record being joined from")
 	}
+	// Once every record has been used, keeping a stack allocates nothing.
+	sp := uint64(0x1000)
+	if n := testing.AllocsPerRun(100, func() { sp += 0x100; keep(sp) }); n != 0 {
+		t.Errorf("keeping a stack in reused records: %v allocations, want 0", n)
+	}
 }
