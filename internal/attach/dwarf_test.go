@@ -243,14 +243,16 @@ func TestSamplerStackTops(t *testing.T) {
 	defer s.Close()
 	const above = 200 // bytes above sp for the top: less than the stack above it
 	// Phases: 0 whole windows; 1 a top below every sp; 2 a top just
-	// above sp; 3 deleted. Each begins after phaseLen samples; a sample
-	// counts in the phase in force when it was taken (its TimeNs against
-	// CLOCK_MONOTONIC after the map update), since the ring buffer holds
-	// samples taken before; one taken during the update (after the clock
-	// read before it, before the one after) may have either top, and
-	// counts in neither.
+	// above sp; 3 deleted. A sample counts in the phase in force when it
+	// was taken (its TimeNs against CLOCK_MONOTONIC after the map
+	// update), since the ring buffer holds samples taken before and the
+	// reader takes them in batches; one taken during the update (after
+	// the clock read before it, before the one after) may have either
+	// top, and counts in neither. The next phase begins once the current
+	// one has counted phaseLen samples, so each phase counts that many
+	// however the reader batches them.
 	const phaseLen = 150
-	var n, phase int
+	var phase int
 	var top uint64
 	var since [4]uint64    // CLOCK_MONOTONIC ns at each phase's start
 	var updating [4]uint64 // CLOCK_MONOTONIC ns before its map update
@@ -259,35 +261,10 @@ func TestSamplerStackTops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = s.Run(ctx, func(smp *Sample) {
-		if smp.PID != pid || smp.Flags&FlagUserRegs == 0 {
+		if smp.PID != pid || smp.Flags&FlagUserRegs == 0 || phase > 3 {
 			return
 		}
-		n++
 		sp := smp.Regs[7]
-		if n%phaseLen == 0 && phase < 4 {
-			phase++
-			if phase < 4 {
-				updating[phase] = monotonicNs(t)
-			}
-			var err error
-			switch phase {
-			case 1:
-				err = s.SetStackTop(smp.TID, sp-4096)
-			case 2:
-				top = sp + above
-				err = s.SetStackTop(smp.TID, top)
-			case 3:
-				err = s.DeleteStackTop(smp.TID)
-			case 4:
-				cancel()
-			}
-			if err != nil {
-				t.Error(err)
-			}
-			if phase < 4 {
-				since[phase] = monotonicNs(t)
-			}
-		}
 		for i := 1; i < 4; i++ {
 			if updating[i] != 0 && smp.TimeNs > updating[i] && (since[i] == 0 || smp.TimeNs <= since[i]) {
 				return // taken during an update
@@ -308,14 +285,39 @@ func TestSamplerStackTops(t *testing.T) {
 		if len(smp.Stack) > 1024 {
 			g.whole++
 		}
+		if p != phase || g.samples < phaseLen {
+			return
+		}
+		phase++
+		if phase < 4 {
+			updating[phase] = monotonicNs(t)
+		}
+		var uerr error
+		switch phase {
+		case 1:
+			uerr = s.SetStackTop(smp.TID, sp-4096)
+		case 2:
+			top = sp + above
+			uerr = s.SetStackTop(smp.TID, top)
+		case 3:
+			uerr = s.DeleteStackTop(smp.TID)
+		case 4:
+			cancel()
+		}
+		if uerr != nil {
+			t.Error(uerr)
+		}
+		if phase < 4 {
+			since[phase] = monotonicNs(t)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("by phase (whole, top below sp, top at sp+%d, deleted): %+v", above, got)
 	for i, g := range got {
-		if g.samples < phaseLen/2 {
-			t.Fatalf("phase %d: %d samples, want about %d", i, g.samples, phaseLen)
+		if g.samples < phaseLen {
+			t.Fatalf("phase %d: %d samples in 10 s, want %d", i, g.samples, phaseLen)
 		}
 		if i == 2 {
 			// The spin loop's sp moves little: most copies end at the top.
