@@ -114,7 +114,9 @@ func (g *goFuncs) bytes() int { return 8*len(g.entries) + goFuncsBytes }
 
 // lookup returns the rule in force at pc, decoding its function on first use.
 func (g *goFuncs) lookup(pc uint64) (rule, bool) {
-	if pc < g.textStart || pc-g.textStart > 0xffffffff {
+	// Offsets from textStart wrap as the function table's addresses do
+	// (textStart + entry, in a corrupt header near the top of memory).
+	if pc-g.textStart > 0xffffffff {
 		return rule{}, false
 	}
 	off := uint32(pc - g.textStart)
