@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // OnlineCPUsPath is the sysfs file that lists the online CPUs.
@@ -23,6 +25,51 @@ func OnlineCPUs() ([]int, error) {
 		return nil, fmt.Errorf("parse %s: %w", OnlineCPUsPath, err)
 	}
 	return cpus, nil
+}
+
+// onlineFile reads OnlineCPUsPath through a descriptor kept open, with
+// one pread a look, where OnlineCPUs opens, reads and closes it (and
+// registers it with the runtime's poller, as sysfs files are pollable):
+// the hotplug watcher looks every hotplugInterval for the whole run
+// (BenchmarkOnlineCPUs).
+type onlineFile struct {
+	fd   int // valid when open
+	open bool
+	buf  [256]byte
+}
+
+// read returns the online CPUs, as OnlineCPUs does. A read that fails
+// closes the descriptor, and the next read opens it again; a list longer
+// than the buffer is read by OnlineCPUs.
+func (o *onlineFile) read() ([]int, error) {
+	if !o.open {
+		fd, err := unix.Open(OnlineCPUsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("read online cpus: %w", &os.PathError{Op: "open", Path: OnlineCPUsPath, Err: err})
+		}
+		o.fd, o.open = fd, true
+	}
+	n, err := unix.Pread(o.fd, o.buf[:], 0)
+	if err != nil {
+		o.close()
+		return nil, fmt.Errorf("read online cpus: %w", &os.PathError{Op: "read", Path: OnlineCPUsPath, Err: err})
+	}
+	if n == len(o.buf) {
+		return OnlineCPUs()
+	}
+	cpus, err := ParseCPUList(string(o.buf[:n]))
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", OnlineCPUsPath, err)
+	}
+	return cpus, nil
+}
+
+// close closes the descriptor, if open.
+func (o *onlineFile) close() {
+	if o.open {
+		unix.Close(o.fd)
+		o.open = false
+	}
 }
 
 // ParseCPUList parses a kernel CPU list such as "0-3,5,7-8" (the format of

@@ -39,6 +39,49 @@ func TestOnlineCPUs(t *testing.T) {
 	}
 }
 
+// TestOnlineFile: the kept-open reader gives what OnlineCPUs gives, look
+// after look through one descriptor, and opens it again after close.
+func TestOnlineFile(t *testing.T) {
+	want, err := OnlineCPUs()
+	if err != nil {
+		testutil.Skipf(t, "no %s here: %v", OnlineCPUsPath, err)
+	}
+	var o onlineFile
+	defer o.close()
+	for i := range 3 {
+		got, err := o.read()
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("look %d: %v, %v; want %v", i, got, err, want)
+		}
+		if i == 0 {
+			o.close()
+		}
+	}
+	if !o.open {
+		t.Error("the descriptor was not kept open")
+	}
+}
+
+// BenchmarkOnlineCPUs: a look at the online CPUs by OnlineCPUs (open,
+// read, close) and by the hotplug watcher's kept-open onlineFile.
+func BenchmarkOnlineCPUs(b *testing.B) {
+	if _, err := OnlineCPUs(); err != nil {
+		b.Skip(err)
+	}
+	b.Run("ReadFile", func(b *testing.B) {
+		for b.Loop() {
+			OnlineCPUs()
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		var o onlineFile
+		defer o.close()
+		for b.Loop() {
+			o.read()
+		}
+	})
+}
+
 func TestRingSize(t *testing.T) {
 	for _, c := range []struct {
 		hz     uint64

@@ -151,12 +151,12 @@ func (s *Sampler) wants(cpu int) bool {
 // wanted online CPU that has none. An open that fails is retried at the
 // next look; -v says why once per CPU until it works.
 func (s *Sampler) checkCPUs(at time.Duration) {
-	online, err := OnlineCPUs()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.live {
 		return
 	}
+	online, err := s.online.read()
 	if err != nil {
 		if !s.onlineErr {
 			s.verbosef("gprofile: cpu hotplug not followed until %s reads again: %v\n", OnlineCPUsPath, err)

@@ -164,6 +164,7 @@ type Sampler struct {
 	moreChanges int               // changes past maxChanges
 	failed      map[int]bool      // online CPUs whose open failed (said once in -v)
 	onlineErr   bool              // OnlineCPUsPath did not read at the last look (said once)
+	online      onlineFile        // OnlineCPUsPath, kept open for checkCPUs (under mu)
 }
 
 // bpfObjects are what load keeps of the profile object: every map (the
@@ -555,6 +556,7 @@ func (s *Sampler) Close() error {
 		errs = append(errs, e.close())
 	}
 	s.events, s.live = nil, false
+	s.online.close()
 	s.mu.Unlock()
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
