@@ -26,6 +26,13 @@ const (
 	// perfMapRefresh is the least time between two such looks made when
 	// addresses are found in it (newer code may have replaced the old).
 	perfMapRefresh = time.Second
+	// perfMapAbsentMax bounds the time between two looks for a perf map
+	// that was not there: the wait doubles from perfMapCheckInterval at
+	// each look that finds none. JIT compilers create the file as they
+	// start, so a process whose executable memory has no perf map for
+	// long (code in a memfd, a JIT that writes none) most likely never
+	// gets one, and each look is an open through its root.
+	perfMapAbsentMax = 5 * time.Second
 )
 
 // perfMap is what one process's perf map says, kept up to date as the
@@ -41,11 +48,14 @@ type perfMap struct {
 	pid       uint32
 	nsPID     uint32 // the PID in the process's own namespace (NSpid), 0 when unknown
 	nsRead    bool   // nsPID was read from /proc/PID/status
+	absent    int    // looks in a row that found no perf map
 }
 
 // perfMapOf returns p's perf map, reading it or what was appended to it
 // when due: on the first call, then at most every perfMapCheckInterval
-// when the caller missed (found is false), else every perfMapRefresh.
+// when the caller missed (found is false), else every perfMapRefresh;
+// while no perf map was found, at waits doubling from
+// perfMapCheckInterval up to perfMapAbsentMax.
 func (t *procTable) perfMapOf(p *process, missed bool) *perfMap {
 	pm := p.perf
 	now := t.now()
@@ -54,7 +64,10 @@ func (t *procTable) perfMapOf(p *process, missed bool) *perfMap {
 		p.perf = pm
 	} else {
 		wait := perfMapRefresh
-		if missed {
+		switch {
+		case pm.absent > 0:
+			wait = min(perfMapCheckInterval<<min(pm.absent-1, 8), perfMapAbsentMax)
+		case missed:
 			wait = perfMapCheckInterval
 		}
 		if now.Sub(pm.lastCheck) < wait {
@@ -76,6 +89,7 @@ func (t *procTable) refreshPerfMap(p *process, pm *perfMap) {
 		return // exited: keep what was read
 	}
 	defer root.Close()
+	pm.absent++ // until a name opens
 	names := []string{pm.inner}
 	if pm.inner == "" {
 		names = []string{perfMapName(p.pid)}
@@ -91,7 +105,7 @@ func (t *procTable) refreshPerfMap(p *process, pm *perfMap) {
 		if err != nil {
 			continue
 		}
-		pm.inner = name
+		pm.inner, pm.absent = name, 0
 		defer f.Close()
 		st, err := f.Stat()
 		if err != nil {

@@ -118,3 +118,40 @@ func TestPerfMapNSpidReadOnce(t *testing.T) {
 	now = now.Add(perfMapCheckInterval)
 	checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{"JS:*later", ReasonNone, ""}})
 }
+
+// TestPerfMapAbsentBackoff: a process whose executable memory has no
+// perf map is looked at again after waits that double from
+// perfMapCheckInterval, up to perfMapAbsentMax: a map written late is
+// still found, at the next look.
+func TestPerfMapAbsentBackoff(t *testing.T) {
+	const pid, nspid = 4244, 11
+	fp, root, _ := nsJITProcess(t, pid, nspid)
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	now := time.Unix(1000, 0)
+	s.procs.now = func() time.Time { return now }
+	s.procs.settle = nil
+	ips := []uint64{0x7f0000000180}
+	look := func(at time.Duration, want string) {
+		t.Helper()
+		now = time.Unix(1000, 0).Add(at)
+		reason := ReasonNone
+		if want == "" {
+			reason = ReasonNoSymbol
+		}
+		checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{want, reason, ""}})
+	}
+	// Looks at 0, 100 ms, 300 ms (200 after), 700 ms, 1.5 s, 3.1 s, 6.3 s,
+	// then every 5 s: 11.3 s, 16.3 s.
+	// A map written just before a look's due time is found at that look,
+	// not before: without the waits it would be found a millisecond after
+	// it was written, with longer ones later than due.
+	at := time.Duration(0)
+	for _, wait := range []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000} {
+		look(at, "")
+		at += wait * time.Millisecond
+	}
+	look(at-2*time.Millisecond, "")
+	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*late")
+	look(at-time.Millisecond, "")
+	look(at, "JS:*late")
+}
