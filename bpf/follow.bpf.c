@@ -27,9 +27,11 @@ struct task_struct {
 	int tgid;
 } __attribute__((preserve_access_index));
 
-// As in profile.bpf.c: TARGET_ON, the COUNTER_FORKS slot, FLAG_FORK.
+// As in profile.bpf.c: TARGET_ON, the COUNTER_FORKS and
+// COUNTER_EVENTS_LOST slots, FLAG_FORK.
 #define TARGET_ON 1
 #define COUNTER_FORKS 5
+#define COUNTER_EVENTS_LOST 11
 #define FLAG_FORK 2048
 #define TASK_COMM_LEN 16
 
@@ -70,7 +72,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, COUNTER_FORKS + 1);
+	__uint(max_entries, COUNTER_EVENTS_LOST + 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
@@ -113,7 +115,12 @@ int follow_fork_raw(struct bpf_raw_tracepoint_args *ctx)
 		r.flags = FLAG_FORK;
 		r.probe = ptgid;
 		bpf_get_current_comm(r.comm, sizeof(r.comm));
-		bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_NO_WAKEUP);
+		if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_NO_WAKEUP)) {
+			__u32 lost = COUNTER_EVENTS_LOST;
+			__u64 *l = bpf_map_lookup_elem(&counters, &lost);
+			if (l)
+				*l += 1;
+		}
 	}
 	return 0;
 }

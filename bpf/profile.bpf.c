@@ -61,6 +61,7 @@ enum counter {
 	COUNTER_WINDOW_MAX,   // stack copies cut by max_window
 	COUNTER_NO_REGS,      // samples with no user registers (kernel threads)
 	COUNTER_NESTED,       // probe hits dropped: a probe program already ran on this CPU
+	COUNTER_EVENTS_LOST,  // exec, exit and fork records not delivered: ring buffer full
 	COUNTER_MAX,
 };
 
@@ -856,7 +857,8 @@ static __always_inline void send_event(__u32 tgid, __u32 flag, __u32 aux, __u64 
 	s->flags = flag;
 	s->probe = aux;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	bpf_ringbuf_output(&events, buf, sizeof(buf), wakeup);
+	if (bpf_ringbuf_output(&events, buf, sizeof(buf), wakeup))
+		count(COUNTER_EVENTS_LOST);
 }
 
 // follow_fork runs in the parent (current) of every new task: a new

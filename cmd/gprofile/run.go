@@ -362,8 +362,8 @@ func comments(o *options, res *recorder.Result) []string {
 		"command: " + strings.Join(o.args, " "),
 		fmt.Sprintf("event: %s, %s, cpus: %v, call graph: %s", res.Event.Name, rate(o, res.Event), res.CPUs, o.callGraph.String()),
 		fmt.Sprintf("kernel: %s, host: %s", unix.ByteSliceToString(uts.Release[:]), host),
-		fmt.Sprintf("samples lost: %d (ring buffer full), stacks not taken: kernel %d, user %d",
-			cn.Lost, cn.KernelStackErrors, cn.UserStackErrors),
+		fmt.Sprintf("samples lost: %d (ring buffer full), stacks not taken: kernel %d, user %d, exec/exit/fork records lost: %d",
+			cn.Lost, cn.KernelStackErrors, cn.UserStackErrors, cn.EventsLost),
 	}
 	if line := recorder.StopSummary(res.UserStacks); line != "" {
 		lines = append(lines, line+"; a cut stack's root frame is "+recorder.TruncatedFrame)

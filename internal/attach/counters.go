@@ -16,6 +16,7 @@ const (
 	counterWindowMax
 	counterNoRegs
 	counterNested
+	counterEventsLost
 	numCounters
 )
 
@@ -42,6 +43,9 @@ type Counters struct {
 	// Nested counts probe hits dropped because a probe program (fentry,
 	// fexit) already ran on the CPU, interrupted.
 	Nested uint64
+	// EventsLost counts exec, exit and fork records not delivered because
+	// the ring buffer was full (records, not samples).
+	EventsLost uint64
 	// Malformed counts ring buffer records that did not decode.
 	Malformed uint64
 }
@@ -70,6 +74,24 @@ func (s *Sampler) Counters() (Counters, error) {
 		WindowMax:         sums[counterWindowMax],
 		NoRegs:            sums[counterNoRegs],
 		Nested:            sums[counterNested],
+		EventsLost:        sums[counterEventsLost],
 		Malformed:         s.malformed.Load(),
 	}, nil
+}
+
+// EventsDelivered reports whether every exec, exit and fork record the
+// BPF programs made so far reached the ring buffer (the counters' events
+// lost slot is 0 on every CPU): one map lookup. It reports false when
+// the counter cannot be read.
+func (s *Sampler) EventsDelivered() bool {
+	var perCPU []uint64
+	if err := s.objs.Counters.Lookup(uint32(counterEventsLost), &perCPU); err != nil {
+		return false
+	}
+	for _, v := range perCPU {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
 }

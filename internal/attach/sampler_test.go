@@ -144,6 +144,50 @@ func TestSamplerLosses(t *testing.T) {
 	}
 }
 
+// TestSamplerEventsLost: exec and exit records the ring buffer has no
+// room for are counted (Counters.EventsLost), and EventsDelivered says
+// so: a one-page ring that nobody reads fills with samples, then
+// processes run.
+func TestSamplerEventsLost(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/spin.c", "-O2", "-fno-omit-frame-pointer")
+	spin := exec.Command(bin, "20")
+	if err := spin.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { spin.Process.Kill(); spin.Wait() }()
+	s, err := Open(Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, RingBytes: os.Getpagesize()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.EventsDelivered() {
+		t.Fatal("EventsDelivered is false before sampling began")
+	}
+	if err := s.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := exec.Command("true").Run(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.EventsLost > 0 {
+			t.Logf("counters %+v", c)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no exec or exit record lost in 30 s with a one-page ring nobody reads: %+v", c)
+		}
+	}
+	if s.EventsDelivered() {
+		t.Error("EventsDelivered is true with records lost")
+	}
+}
+
 // TestOpenBadRingSize rejects a ring size that is not a power of two.
 func TestOpenBadRingSize(t *testing.T) {
 	testutil.RequirePrivileges(t)
@@ -194,6 +238,9 @@ func TestSamplerReportsExits(t *testing.T) {
 	}
 	if !found || !exec {
 		t.Errorf("pid %d: exit record %v, exec record %v; want both", pid, found, exec)
+	}
+	if c, err := s.Counters(); err != nil || c.EventsLost != 0 || !s.EventsDelivered() {
+		t.Errorf("with the ring read: %+v, %v; EventsDelivered %v, want none lost", c, err, s.EventsDelivered())
 	}
 	if me := uint32(os.Getpid()); !slices.Equal(parents, []uint32{me}) {
 		t.Errorf("pid %d: fork records naming parents %v, want one naming this process (%d)", pid, parents, me)

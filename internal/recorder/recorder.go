@@ -174,7 +174,9 @@ func New(cfg Config) (_ *Recorder, err error) {
 		if err = r.sampler.Enable(); err != nil {
 			return nil, err
 		}
-		r.sym.SetExecsReported(r.sampler.ExecsReported())
+		if r.sampler.ExecsReported() {
+			r.sym.SetExecsReported(r.sampler.EventsDelivered)
+		}
 		r.src = r.sampler
 	}
 	r.start = time.Now()

@@ -379,30 +379,40 @@ func TestObserveExecReadsAgain(t *testing.T) {
 	}
 }
 
-// TestExecBackstop: with exec records on (SetExecsReported), a process
-// whose record was lost has its exec found by the stat of /proc/PID/exe
-// only once execBackstopInterval has passed since the last check, not
-// after execCheckInterval; without them, after execCheckInterval.
+// TestExecBackstop: without exec records, a process's exec is found by
+// the stat of /proc/PID/exe once execCheckInterval has passed since the
+// last check. With them (SetExecsReported), while no record was lost it
+// is not looked for at all (the exec here is one whose record was lost
+// unseen); once the records say one was, it is found after
+// execBackstopInterval, not after execCheckInterval.
 func TestExecBackstop(t *testing.T) {
 	sh := symtest.BuildProg(t, true)
 	child := symtest.BuildInline(t)
-	for _, reported := range []bool{false, true} {
-		t.Run(fmt.Sprintf("reported=%v", reported), func(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		delivered           func() bool
+		atCheck, atBackstop bool // exec found after 2*execCheckInterval, after execBackstopInterval more
+	}{
+		{"not reported", nil, true, true},
+		{"reported, none lost", func() bool { return true }, false, false},
+		{"reported, one lost", func() bool { return false }, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			const pid = 72
 			s, now, exec := execProcess(t, pid, sh)
-			s.SetExecsReported(reported)
+			s.SetExecsReported(c.delivered)
 			s.Observe(pid)
 			p := s.procs.m[pid]
 			childText := exec(child, 0x565656560000) // an exec whose record was lost
 			*now = now.Add(2 * execCheckInterval)
 			s.Observe(pid)
-			if found := p.find(childText.Start) != nil; found == reported {
-				t.Errorf("after %v: exec found %v, want %v", 2*execCheckInterval, found, !reported)
+			if found := p.find(childText.Start) != nil; found != c.atCheck {
+				t.Errorf("after %v: exec found %v, want %v", 2*execCheckInterval, found, c.atCheck)
 			}
 			*now = now.Add(execBackstopInterval)
 			s.Observe(pid)
-			if p.find(childText.Start) == nil {
-				t.Errorf("after %v more: exec not found", execBackstopInterval)
+			if found := p.find(childText.Start) != nil; found != c.atBackstop {
+				t.Errorf("after %v more: exec found %v, want %v", execBackstopInterval, found, c.atBackstop)
 			}
 		})
 	}

@@ -43,9 +43,12 @@ type procTable struct {
 	// are read again unasked (settleDelays; nil: never, as in tests that
 	// replace now).
 	settle []time.Duration
-	// execsReported: exec records arrive (SetExecsReported), so checkExec
-	// checks every execBackstopInterval instead of execCheckInterval.
-	execsReported bool
+	// execsDelivered, when not nil, says exec records arrive and whether
+	// none was lost (SetExecsReported); execsLost is what it said at
+	// lostCheck, once it said false (it stays so).
+	execsDelivered func() bool
+	execsLost      bool
+	lostCheck      time.Time
 }
 
 // settleDelays are the times after an exec'd program's first maps read
@@ -248,8 +251,9 @@ const minCodeAddr = 4096
 const execCheckInterval = 10 * time.Millisecond
 
 // execBackstopInterval replaces execCheckInterval when exec records
-// arrive (SetExecsReported): the check then only catches an exec whose
-// record was lost.
+// arrive and one was lost (SetExecsReported): the check then only
+// catches an exec whose record was lost. It is also how often the
+// symbolizer asks whether one was.
 const execBackstopInterval = time.Second
 
 // process is the cache of one process: its executable mappings and the
@@ -427,8 +431,14 @@ func (t *procTable) checkExec(p *process, force bool) bool {
 	}
 	now := t.now()
 	every := execCheckInterval
-	if t.execsReported {
+	if t.execsDelivered != nil {
 		every = execBackstopInterval
+		if !t.execsLost && now.Sub(t.lostCheck) >= execBackstopInterval {
+			t.lostCheck, t.execsLost = now, !t.execsDelivered()
+		}
+		if !force && !t.execsLost {
+			return false // every exec so far came as a record
+		}
 	}
 	if !force && now.Sub(p.lastCheck) < every {
 		return false

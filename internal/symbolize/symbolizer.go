@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo"
 	"github.com/gprofile/gprofile/internal/symbolize/debuginfo/debuginfod"
@@ -344,16 +345,21 @@ func (s *Symbolizer) Observe(pid uint32) {
 }
 
 // SetExecsReported tells the symbolizer whether every exec of a sampled
-// process reaches it through ObserveExec (attach.Sampler.ExecsReported).
-// Then a process with stacks to symbolize has /proc/PID/exe checked at
-// most every execBackstopInterval, for an exec record lost with a full
-// ring buffer, instead of every execCheckInterval: the check is a stat,
-// and a system call after an idle spell wakes the Go runtime's sysmon
-// thread at short intervals (BENCHMARKS.md, issue 16 session 16).
-func (s *Symbolizer) SetExecsReported(on bool) {
+// process reaches it through ObserveExec (attach.Sampler.ExecsReported):
+// delivered is nil when execs are not reported; else it reports whether
+// no exec record has been lost so far (attach.Sampler.EventsDelivered),
+// and is called at most every execBackstopInterval. Without records, a
+// process with stacks to symbolize has /proc/PID/exe checked at most
+// every execCheckInterval; with them, not at all while delivered says
+// so, and once it does not (a record lost with a full ring buffer) at
+// most every execBackstopInterval. The check is a stat, and a system
+// call after an idle spell wakes the Go runtime's sysmon thread at short
+// intervals (BENCHMARKS.md, issue 16 sessions 16 and 27).
+func (s *Symbolizer) SetExecsReported(delivered func() bool) {
 	s.procs.mu.Lock()
 	defer s.procs.mu.Unlock()
-	s.procs.execsReported = on
+	s.procs.execsDelivered = delivered
+	s.procs.execsLost, s.procs.lostCheck = false, time.Time{}
 }
 
 // ObserveExec is Observe for a process known to have just exec'd (an
