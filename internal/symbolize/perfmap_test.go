@@ -104,19 +104,28 @@ func TestStackPerfMapNSpid(t *testing.T) {
 // that PID is still found.
 func TestPerfMapNSpidReadOnce(t *testing.T) {
 	const pid, nspid = 4243, 9
-	fp, root, status := nsJITProcess(t, pid, nspid)
-	s := fp.symbolizer("testdata/kallsyms.txt")
-	now := time.Unix(1000, 0)
-	s.procs.now = func() time.Time { return now }
-	s.procs.settle = nil
+	s, root, status, now := clockedJITProcess(t, pid, nspid)
 	ips := []uint64{0x7f0000000180}
 	checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{"", ReasonNoSymbol, ""}})
 	if err := os.Remove(status); err != nil {
 		t.Fatal(err)
 	}
 	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*later")
-	now = now.Add(perfMapCheckInterval)
+	*now = now.Add(perfMapCheckInterval)
 	checkFrames(t, s.Stack(pid, nil, ips).Frames, []wantFrame{{"JS:*later", ReasonNone, ""}})
+}
+
+// clockedJITProcess is nsJITProcess with a symbolizer over it whose
+// clock is *now (from time.Unix(1000, 0)), with no unasked reads on real
+// timers.
+func clockedJITProcess(t *testing.T, pid, nspid uint32) (s *Symbolizer, root, status string, now *time.Time) {
+	t.Helper()
+	fp, root, status := nsJITProcess(t, pid, nspid)
+	s = fp.symbolizer("testdata/kallsyms.txt")
+	clock := time.Unix(1000, 0)
+	s.procs.now = func() time.Time { return clock }
+	s.procs.settle = nil
+	return s, root, status, &clock
 }
 
 // TestPerfMapAbsentBackoff: a process whose executable memory has no
@@ -125,15 +134,11 @@ func TestPerfMapNSpidReadOnce(t *testing.T) {
 // still found, at the next look.
 func TestPerfMapAbsentBackoff(t *testing.T) {
 	const pid, nspid = 4244, 11
-	fp, root, _ := nsJITProcess(t, pid, nspid)
-	s := fp.symbolizer("testdata/kallsyms.txt")
-	now := time.Unix(1000, 0)
-	s.procs.now = func() time.Time { return now }
-	s.procs.settle = nil
+	s, root, _, now := clockedJITProcess(t, pid, nspid)
 	ips := []uint64{0x7f0000000180}
 	look := func(at time.Duration, want string) {
 		t.Helper()
-		now = time.Unix(1000, 0).Add(at)
+		*now = time.Unix(1000, 0).Add(at)
 		reason := ReasonNone
 		if want == "" {
 			reason = ReasonNoSymbol
