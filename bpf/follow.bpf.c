@@ -82,6 +82,14 @@ struct {
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
+// count adds one to the counter at slot on this CPU, as in profile.bpf.c.
+static __always_inline void count(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &slot);
+	if (v)
+		*v += 1;
+}
+
 // follow_fork_raw runs in the parent (current) of every new task: a new
 // process forked by a target becomes a target, and is reported to the
 // reader with its parent, as follow_fork in profile.bpf.c. args[0] is the
@@ -101,10 +109,7 @@ int follow_fork_raw(struct bpf_raw_tracepoint_args *ctx)
 	if (follow_forks) {
 		__u8 on = TARGET_ON;
 		bpf_map_update_elem(&targets, &ctgid, &on, BPF_ANY);
-		__u32 slot = COUNTER_FORKS;
-		__u64 *n = bpf_map_lookup_elem(&counters, &slot);
-		if (n)
-			*n += 1;
+		count(COUNTER_FORKS);
 	}
 	if (report_forks) {
 		struct fork_record r = {};
@@ -115,12 +120,8 @@ int follow_fork_raw(struct bpf_raw_tracepoint_args *ctx)
 		r.flags = FLAG_FORK;
 		r.probe = ptgid;
 		bpf_get_current_comm(r.comm, sizeof(r.comm));
-		if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_NO_WAKEUP)) {
-			__u32 lost = COUNTER_EVENTS_LOST;
-			__u64 *l = bpf_map_lookup_elem(&counters, &lost);
-			if (l)
-				*l += 1;
-		}
+		if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_NO_WAKEUP))
+			count(COUNTER_EVENTS_LOST);
 	}
 	return 0;
 }
