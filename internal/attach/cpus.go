@@ -20,6 +20,11 @@ func OnlineCPUs() ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read online cpus: %w", err)
 	}
+	return parseOnline(b)
+}
+
+// parseOnline parses the contents of OnlineCPUsPath.
+func parseOnline(b []byte) ([]int, error) {
 	cpus, err := ParseCPUList(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", OnlineCPUsPath, err)
@@ -57,11 +62,7 @@ func (o *onlineFile) read() ([]int, error) {
 	if n == len(o.buf) {
 		return OnlineCPUs()
 	}
-	cpus, err := ParseCPUList(string(o.buf[:n]))
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", OnlineCPUsPath, err)
-	}
-	return cpus, nil
+	return parseOnline(o.buf[:n])
 }
 
 // close closes the descriptor, if open.
