@@ -18,7 +18,8 @@ import (
 // only after 1 ms of wake-ups) to retake Ps from system calls and
 // preempt long runs; each wake-up is a nanosleep and two context
 // switches, which a profiler that works in short bursts (a ring buffer
-// drained every 250 ms) pays for hundreds of times a second. With 1 ms
+// drained when the BPF program wakes the reader, or at its poll) pays
+// for hundreds of times a second. With 1 ms
 // of slack the kernel may coalesce those wake-ups to about one a
 // millisecond: sysmon's duties (preemption after 10 ms, a P retaken
 // from a blocking system call) come up to 1 ms later. BENCHMARKS.md
