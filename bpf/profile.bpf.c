@@ -345,6 +345,56 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 	return 1;
 }
 
+// window_copy is the state of one copy_window copy: the sample, its
+// user sp, the bound (see copy_window), where the window starts in
+// s->data (base) and the bytes from sp copied so far (off).
+struct window_copy {
+	struct sample *s;
+	__u64 sp;
+	__u64 bound;
+	__u32 base;
+	__u32 off;
+};
+
+// copy_page copies the next part of c's window: up to the end of the page
+// that holds sp + off, at most max_window bytes from sp and not past a
+// non-zero bound. It returns 1 when the copy ends (FLAG_WINDOW_FAULT set
+// where a page did not read), else 0.
+static __always_inline long copy_page(struct window_copy *c)
+{
+	__u64 want = max_window;
+	__u32 off = c->off;
+	if (off >= want || off >= MAX_WINDOW)
+		return 1;
+	if (c->bound != 0 && off >= c->bound)
+		return 1;
+	__u64 addr = c->sp + off;
+	__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
+	if (chunk > want - off)
+		chunk = want - off;
+	if (chunk > PAGE_SIZE) // never: tells the verifier
+		return 1;
+	__u64 at = (__u64)c->base + off; // 64 bits: checked and used in one register
+	asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
+	if (at > SWITCH_KEEP + MAX_WINDOW) // never: tells the verifier
+		return 1;
+	struct sample *s = c->s;
+	if (!s)
+		return 1;
+	if (bpf_probe_read_user(&s->data[at], chunk, (void *)addr) != 0) {
+		s->flags |= FLAG_WINDOW_FAULT;
+		return 1;
+	}
+	c->off = off + chunk;
+	return 0;
+}
+
+// copy_page_cb is copy_page as a bpf_loop callback.
+static long copy_page_cb(__u64 i, void *c)
+{
+	return copy_page(c);
+}
+
 // copy_window copies the user stack from sp upward into s->data from base, page by
 // page (a read that crosses into an unmapped page fails whole), to the
 // first page that does not read (above a stack there is nearly always
@@ -360,10 +410,15 @@ static __always_inline int user_regs(struct pt_regs *regs, struct sample *s, int
 // no limit), so that a window can be copied in two parts; a copy that
 // stops at limit is not one that a stack top ended (FLAG_WINDOW_TOP).
 // It returns the bytes from sp copied so far (from included) and sets
-// FLAG_WINDOW_* and FLAG_NO_VMA. A global function: the verifier checks
-// it once, on its own, instead of checking the rest of the program after
-// each way out of the loop (an inlined copy took a second to load).
-__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 base, __u32 from, __u32 limit)
+// FLAG_WINDOW_* and FLAG_NO_VMA. With loop (a constant) the pages are
+// copied by bpf_loop (Linux 5.17+), whose callback the verifier checks
+// once, else by a bounded loop it checks page by page (about two thirds
+// of the program's verification: profile_loop, BenchmarkOpenSampler).
+// Called from global functions (copy_window, copy_window_loop): the
+// verifier checks it once, on its own, instead of checking the rest of
+// the program after each way out of the loop (an inlined copy took a
+// second to load).
+static __always_inline long copy_window_body(struct sample *s, __u64 sp, __u32 base, __u32 from, __u32 limit, const int loop)
 {
 	if (!s || base > SWITCH_KEEP || from > MAX_WINDOW)
 		return 0;
@@ -399,32 +454,52 @@ __attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 bas
 		s->flags &= ~FLAG_WINDOW_TOP;
 	}
 	__u32 off = from;
-	for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
-		if (off >= want || off >= MAX_WINDOW)
-			break;
-		if (bound != 0 && off >= bound)
-			break;
-		__u64 addr = sp + off;
-		__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
-		if (chunk > want - off)
-			chunk = want - off;
-		if (chunk > PAGE_SIZE) // never: tells the verifier
-			break;
-		__u32 at = base + off;
-		asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
-		if (at > SWITCH_KEEP + MAX_WINDOW) // never: tells the verifier
-			break;
-		if (bpf_probe_read_user(&s->data[at], chunk, (void *)addr) != 0) {
-			s->flags |= FLAG_WINDOW_FAULT;
-			break;
+	if (loop) {
+		struct window_copy c = {.s = s, .sp = sp, .bound = bound, .base = base, .off = from};
+		bpf_loop(MAX_WINDOW / PAGE_SIZE + 1, copy_page_cb, &c, 0);
+		off = c.off;
+	} else {
+		// The same copy as copy_page's, on registers: through a
+		// struct on the stack the verifier takes 15 times longer.
+		for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
+			if (off >= want || off >= MAX_WINDOW)
+				break;
+			if (bound != 0 && off >= bound)
+				break;
+			__u64 addr = sp + off;
+			__u32 chunk = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
+			if (chunk > want - off)
+				chunk = want - off;
+			if (chunk > PAGE_SIZE) // never: tells the verifier
+				break;
+			__u32 at = base + off;
+			asm volatile("" : "+r"(at)); // bound the sum itself, as the verifier sees it
+			if (at > SWITCH_KEEP + MAX_WINDOW) // never: tells the verifier
+				break;
+			if (bpf_probe_read_user(&s->data[at], chunk, (void *)addr) != 0) {
+				s->flags |= FLAG_WINDOW_FAULT;
+				break;
+			}
+			off += chunk;
 		}
-		off += chunk;
 	}
 	if (bound != 0 && off > bound)
 		off = bound;
 	if (off >= max_window)
 		s->flags |= FLAG_WINDOW_MAX;
 	return off;
+}
+
+// copy_window is copy_window_body with a bounded loop (any kernel).
+__attribute__((noinline)) long copy_window(struct sample *s, __u64 sp, __u32 base, __u32 from, __u32 limit)
+{
+	return copy_window_body(s, sp, base, from, limit, 0);
+}
+
+// copy_window_loop is copy_window_body with bpf_loop (Linux 5.17+).
+__attribute__((noinline)) long copy_window_loop(struct sample *s, __u64 sp, __u32 base, __u32 from, __u32 limit)
+{
+	return copy_window_body(s, sp, base, from, limit, 1);
 }
 
 // go_switched_sp returns the goroutine's sp when the sample is in code a
@@ -485,6 +560,39 @@ __attribute__((noinline)) __u64 chain_step(struct sample *s, __u32 base, __u64 s
 	return next;
 }
 
+// chain_walk is the state of fp_chain's walk by bpf_loop: its arguments,
+// the frame reached (fp), and its result once the walk ended in the
+// window (done).
+struct chain_walk {
+	struct sample *s;
+	__u64 sp;
+	__u64 w;
+	__u64 fp;
+	__u64 result;
+	__u32 base;
+	__u32 done;
+};
+
+// chain_hop is one hop of fp_chain as a bpf_loop callback.
+static long chain_hop(__u64 k, void *ctx)
+{
+	struct chain_walk *c = ctx;
+	__u64 r = chain_step(c->s, c->base, c->sp, c->w, c->fp);
+	if (r == STEP_OUT)
+		return 1;
+	if (r & STEP_END) {
+		c->result = (r & ~(__u64)STEP_END) | CHAIN_END;
+		c->done = 1;
+		return 1;
+	}
+	if (r == 0) {
+		c->done = 1;
+		return 1;
+	}
+	c->fp = r;
+	return 0;
+}
+
 // fp_chain follows the frame-pointer chain from fp through up to
 // SWITCH_HOPS frames of a window (w bytes copied from sp, at base in
 // s->data), each above the last, and returns where it leaves the window:
@@ -494,18 +602,27 @@ __attribute__((noinline)) __u64 chain_step(struct sample *s, __u32 base, __u64 s
 // outermost frame of a Go stack, goexit's or mstart's callee), it
 // returns the bytes of the window up to and with that frame's saved rbp
 // and return address, plus 1 (CHAIN_END: a multiple of 8 plus 1, which
-// no address it returns is).
-static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp)
+// no address it returns is). With loop (a constant) the hops are
+// bpf_loop calls of chain_hop, which the verifier checks once.
+static __always_inline __u64 fp_chain(struct sample *s, __u32 base, __u64 sp, __u64 w, __u64 fp, const int loop)
 {
-	for (int k = 0; k < SWITCH_HOPS; k++) {
-		__u64 r = chain_step(s, base, sp, w, fp);
-		if (r == STEP_OUT)
-			break;
-		if (r & STEP_END)
-			return (r & ~(__u64)STEP_END) | CHAIN_END;
-		if (r == 0)
-			return 0;
-		fp = r;
+	if (loop) {
+		struct chain_walk c = {.s = s, .sp = sp, .w = w, .fp = fp, .base = base};
+		bpf_loop(SWITCH_HOPS, chain_hop, &c, 0);
+		if (c.done)
+			return c.result;
+		fp = c.fp;
+	} else {
+		for (int k = 0; k < SWITCH_HOPS; k++) {
+			__u64 r = chain_step(s, base, sp, w, fp);
+			if (r == STEP_OUT)
+				break;
+			if (r & STEP_END)
+				return (r & ~(__u64)STEP_END) | CHAIN_END;
+			if (r == 0)
+				return 0;
+			fp = r;
+		}
 	}
 	if ((fp & 7) != 0 || fp - sp < w)
 		return 0;
@@ -534,13 +651,13 @@ static __always_inline struct go_text *switch_listed(__u32 tgid)
 // stack, in its frame, and so do its callees in theirs. It returns 0 when
 // fp_chain finds no way out or the process is not listed (text NULL);
 // when the chain ends in the window, fp_chain's end (CHAIN_END set).
-static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, struct go_text *text)
+static __always_inline __u64 fp_switched_sp(struct sample *s, __u64 w, struct go_text *text, const int loop)
 {
 	// The lookup first: a program that is not Go (most samples, once
 	// any Go program is listed) then walks no chain.
 	if (!text)
 		return 0;
-	return fp_chain(s, 0, s->regs[7], w, s->regs[6]);
+	return fp_chain(s, 0, s->regs[7], w, s->regs[6], loop);
 }
 
 // go_return reports whether the return address at byte at of s->data
@@ -573,10 +690,13 @@ __attribute__((noinline)) int go_return(struct sample *s, __u64 at, __u64 lo, __
 // registers are in s (tgid's): from sp up, in two parts where the first
 // shows a stack switch (a second window then follows, FLAG_STACK_SWITCH)
 // or a Go stack's frame-pointer chain ends (the window then ends there).
-// It returns the window's bytes and counts them. A global function: the
-// verifier checks its branches once, instead of checking the rest of the
-// program after each.
-__attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
+// It returns the window's bytes and counts them. With loop (a constant)
+// its copies and walks use bpf_loop (copy_window_body, fp_chain). Called
+// from global functions (user_window, user_window_loop): the verifier
+// checks its branches once, instead of checking the rest of the program
+// after each.
+#define copy(...) (loop ? copy_window_loop(__VA_ARGS__) : copy_window(__VA_ARGS__))
+static __always_inline long user_window_body(struct sample *s, __u32 tgid, const int loop)
 {
 	if (!s)
 		return 0;
@@ -585,14 +705,14 @@ __attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
 	// goroutine's stack: keep the frames above sp on this one (the
 	// vDSO's fit in a page, a cgo call's C frames and a systemstack
 	// call's Go frames in SWITCH_KEEP) and copy that.
-	__u64 w = copy_window(s, s->regs[7], 0, 0, SWITCH_KEEP);
+	__u64 w = copy(s, s->regs[7], 0, 0, SWITCH_KEEP);
 	__u64 gsp = go_switched_sp(s, w), end = 0;
 	__u64 gfp = gsp + 16; // the Go function's frame, above its sp
 	__u32 keep = PAGE_SIZE;
 	struct go_text *text = NULL;
 	if (gsp == 0) {
 		text = switch_listed(tgid);
-		gsp = fp_switched_sp(s, w, text);
+		gsp = fp_switched_sp(s, w, text, loop);
 		if (gsp & CHAIN_END) {
 			end = gsp & ~(__u64)CHAIN_END;
 			gsp = 0;
@@ -613,20 +733,20 @@ __attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
 		s->switch_off = keep;
 		// The goroutine's stack the same way: its first part, the
 		// rest only where its chain does not end there.
-		__u64 w2 = copy_window(s, gsp, keep, 0, SWITCH_KEEP);
-		__u64 r = fp_chain(s, keep, gsp, w2, gfp);
+		__u64 w2 = copy(s, gsp, keep, 0, SWITCH_KEEP);
+		__u64 r = fp_chain(s, keep, gsp, w2, gfp, loop);
 		// A vDSO call's goroutine stack (go_switched_sp: text NULL) is
 		// Go's; a listed process's where its chain ends in Go code.
 		if ((r & CHAIN_END) && !(s->flags & WINDOW_ENDED) &&
 		    (!text || go_return(s, keep + (r & ~(__u64)CHAIN_END) - 8, text->lo, text->hi)))
 			w2 = r & ~(__u64)CHAIN_END;
 		else if (w2 >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT))
-			w2 = copy_window(s, gsp, keep, w2, 0);
+			w2 = copy(s, gsp, keep, w2, 0);
 		w = keep + w2;
 	} else if (end != 0 && !(s->flags & WINDOW_ENDED)) {
 		w = end; // a Go stack's chain ended: its frames are all in
 	} else if (w >= SWITCH_KEEP && !(s->flags & FLAG_WINDOW_FAULT)) {
-		w = copy_window(s, s->regs[7], 0, w, 0); // the rest
+		w = copy(s, s->regs[7], 0, w, 0); // the rest
 	}
 	count_add(COUNTER_WINDOW_BYTES, w);
 	if (s->flags & FLAG_WINDOW_FAULT)
@@ -636,13 +756,28 @@ __attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
 	return w;
 }
 
+#undef copy
+
+// user_window is user_window_body with bounded loops (any kernel).
+__attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
+{
+	return user_window_body(s, tgid, 0);
+}
+
+// user_window_loop is user_window with copy_window_loop (bpf_loop).
+__attribute__((noinline)) long user_window_loop(struct sample *s, __u32 tgid)
+{
+	return user_window_body(s, tgid, 1);
+}
+
 // take_sample records the current task's stacks and submits them. in_user
 // says the sample interrupted user mode, where the kernel stack is empty:
 // the kernel walk (get_perf_callchain would find nothing) is then skipped;
 // regs are then the user registers (the context of a perf_event or
 // kprobe-type program; NULL for the others). probe is the probe's index
-// (0 for events).
-static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 period, int in_user, int dwarf, __u32 probe)
+// (0 for events). With loop (a constant) the user window is copied with
+// bpf_loop (user_window_loop).
+static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 period, int in_user, int dwarf, __u32 probe, const int loop)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -675,7 +810,7 @@ static __always_inline int take_sample(void *ctx, struct pt_regs *regs, __u64 pe
 	if (dwarf) {
 		if (tgid != 0 && user_regs(regs, s, in_user)) {
 			s->flags |= FLAG_USER_REGS;
-			w = user_window(s, tgid);
+			w = loop ? user_window_loop(s, tgid) : user_window(s, tgid);
 		} else {
 			count(COUNTER_NO_REGS);
 		}
@@ -729,7 +864,17 @@ int profile(struct bpf_perf_event_data *ctx)
 	// x86-64: the privilege level of the interrupted code is in the low
 	// two bits of cs (3: user mode), as the kernel's user_mode(regs).
 	int in_user = user_mode_check && (ctx->regs.cs & 3) == 3;
-	return take_sample(ctx, (struct pt_regs *)ctx, ctx->sample_period, in_user, call_graph_dwarf, 0);
+	return take_sample(ctx, (struct pt_regs *)ctx, ctx->sample_period, in_user, call_graph_dwarf, 0, 0);
+}
+
+// profile_loop is profile with the stack copied by bpf_loop (Linux 5.17+):
+// the same records, for about a third of the verification (the loader
+// picks it where the kernel has bpf_loop).
+SEC("perf_event")
+int profile_loop(struct bpf_perf_event_data *ctx)
+{
+	int in_user = user_mode_check && (ctx->regs.cs & 3) == 3;
+	return take_sample(ctx, (struct pt_regs *)ctx, ctx->sample_period, in_user, call_graph_dwarf, 0, 1);
 }
 
 // profile_tp runs on every hit of a tracepoint perf event (the kernel calls
@@ -749,7 +894,7 @@ int profile_tp(void *ctx)
 	}
 	// A tracepoint's context is its record, not pt_regs: the user stack
 	// comes from the frame-pointer walk in either mode.
-	return take_sample(ctx, 0, tp_period, 0, 0, 0);
+	return take_sample(ctx, 0, tp_period, 0, 0, 0, 0);
 }
 
 // probe_hit counts a hit of probe (its attach cookie) and, when the
@@ -773,7 +918,7 @@ static __always_inline int probe_hit(void *ctx, struct pt_regs *regs, __u64 prob
 		return 0;
 	// A uprobe's registers are the user's (cs says so): no kernel stack.
 	int in_user = regs && user_mode_check && (regs->cs & 3) == 3;
-	return take_sample(ctx, regs, tp_period, in_user, call_graph_dwarf, idx);
+	return take_sample(ctx, regs, tp_period, in_user, call_graph_dwarf, idx, 0);
 }
 
 // profile_kprobe runs on every hit of a kprobe, kretprobe, uprobe,

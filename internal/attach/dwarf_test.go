@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/gprofile/gprofile/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -75,14 +77,18 @@ func findMapping(ms []mapping, addr uint64) (mapping, bool) {
 }
 
 // runDWARF samples pid for a second with CallGraphDWARF (bounded by the
-// VMA with byVMA) and calls fn for each of its samples.
-func runDWARF(t *testing.T, pid int, byVMA bool, fn func(*Sample)) Counters {
+// VMA with byVMA; with bounded, by the program older kernels load) and
+// calls fn for each of its samples.
+func runDWARF(t *testing.T, pid int, byVMA, bounded bool, fn func(*Sample)) Counters {
 	t.Helper()
-	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{uint32(pid)}, CallGraph: CallGraphDWARF, StackBoundByVMA: byVMA})
+	s, err := Open(Config{FrequencyHz: 499, PIDs: []uint32{uint32(pid)}, CallGraph: CallGraphDWARF, StackBoundByVMA: byVMA, boundedCopy: bounded})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if want := wantProgram(bounded); s.program != want {
+		t.Fatalf("loaded program %s, want %s", s.program, want)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := s.Run(ctx, fn); err != nil {
@@ -132,16 +138,27 @@ func TestSamplerDWARFUser(t *testing.T) {
 	if err != nil || startStack == 0 {
 		t.Fatalf("/proc/PID/stat startstack %q: %v", fields[28-3], err)
 	}
-	for _, byVMA := range []bool{false, true} {
-		t.Run(fmt.Sprintf("byVMA=%v", byVMA), func(t *testing.T) {
-			checkDWARFUser(t, cmd.Process.Pid, bin, maps, startStack, byVMA)
-		})
+	for _, bounded := range []bool{false, true} {
+		for _, byVMA := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/byVMA=%v", wantProgram(bounded), byVMA), func(t *testing.T) {
+				checkDWARFUser(t, cmd.Process.Pid, bin, maps, startStack, byVMA, bounded)
+			})
+		}
 	}
 }
 
-func checkDWARFUser(t *testing.T, pid int, bin string, maps []mapping, startStack uint64, byVMA bool) {
+// wantProgram is the sampling program Open loads with CallGraphDWARF:
+// profile_loop where the kernel has bpf_loop, unless bounded.
+func wantProgram(bounded bool) string {
+	if !bounded && features.HaveProgramHelper(ebpf.PerfEvent, asm.FnLoop) == nil {
+		return "profile_loop"
+	}
+	return "profile"
+}
+
+func checkDWARFUser(t *testing.T, pid int, bin string, maps []mapping, startStack uint64, byVMA, bounded bool) {
 	var n, regs, ipInExe, spInStack, toVMAEnd, retAddr, fpIPs int
-	c := runDWARF(t, pid, byVMA, func(smp *Sample) {
+	c := runDWARF(t, pid, byVMA, bounded, func(smp *Sample) {
 		n++
 		if len(smp.UserIPs) != 0 {
 			fpIPs++
@@ -203,7 +220,7 @@ func TestSamplerDWARFKernel(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	maps := readMapsLoaded(t, cmd.Process.Pid)
 	var inKernel, regs, ipInLibc, spInStack int
-	runDWARF(t, cmd.Process.Pid, false, func(smp *Sample) {
+	runDWARF(t, cmd.Process.Pid, false, false, func(smp *Sample) {
 		if len(smp.KernelIPs) == 0 {
 			return
 		}
@@ -225,6 +242,51 @@ func TestSamplerDWARFKernel(t *testing.T) {
 	}
 	if regs < inKernel*95/100 || ipInLibc < inKernel*95/100 || spInStack < inKernel*95/100 {
 		t.Errorf("of %d kernel-mode samples: %d with regs, %d with ip in libc, %d with sp in [stack]", inKernel, regs, ipInLibc, spInStack)
+	}
+}
+
+// TestSamplerDWARFGoSwitch samples a Go program that spends its time in
+// time.Now, with both sampling programs (profile_loop where the kernel
+// has bpf_loop, and profile): time.now calls the vDSO on the g0 stack,
+// so most samples copy the goroutine's stack too (FlagStackSwitch,
+// go_switched_sp), and that copy ends where the goroutine's
+// frame-pointer chain does (fp_chain), a few frames above its sp, not at
+// the window's end.
+func TestSamplerDWARFGoSwitch(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildGo(t, "../../cmd/gprofile/testdata/dwarf/gonow.go")
+	cmd := exec.Command(bin, "20")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for _, bounded := range []bool{false, true} {
+		t.Run(wantProgram(bounded), func(t *testing.T) {
+			var regs, switched, chainEnded int
+			runDWARF(t, cmd.Process.Pid, false, bounded, func(smp *Sample) {
+				if smp.Flags&FlagUserRegs == 0 {
+					return
+				}
+				regs++
+				if smp.Flags&FlagStackSwitch == 0 {
+					return
+				}
+				switched++
+				if second := len(smp.Stack) - int(smp.SwitchOff); second > 0 && second < 1024 && smp.Flags&FlagWindowMax == 0 {
+					chainEnded++
+				}
+			})
+			t.Logf("%d samples with regs: %d switched stacks, %d of them with the goroutine's window ended by its chain", regs, switched, chainEnded)
+			if regs < 200 {
+				t.Fatalf("%d samples with registers of a spinning Go program in 1 s at 499 Hz", regs)
+			}
+			if switched < regs/2 {
+				t.Errorf("%d of %d samples switched stacks, want at least half", switched, regs)
+			}
+			if chainEnded < switched*95/100 {
+				t.Errorf("%d of %d switched samples have a goroutine window ended by its frame-pointer chain", chainEnded, switched)
+			}
+		})
 	}
 }
 

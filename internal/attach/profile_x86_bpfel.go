@@ -62,6 +62,7 @@ const (
 	profileProgProfileFexit       = "profile_fexit"
 	profileProgProfileKprobe      = "profile_kprobe"
 	profileProgProfileKprobeMulti = "profile_kprobe_multi"
+	profileProgProfileLoop        = "profile_loop"
 	profileProgProfileTp          = "profile_tp"
 	profileProgReportExit         = "report_exit"
 	profileProgStartAtExec        = "start_at_exec"
@@ -132,6 +133,7 @@ type profileProgramSpecs struct {
 	ProfileFexit       *ebpf.ProgramSpec `ebpf:"profile_fexit"`
 	ProfileKprobe      *ebpf.ProgramSpec `ebpf:"profile_kprobe"`
 	ProfileKprobeMulti *ebpf.ProgramSpec `ebpf:"profile_kprobe_multi"`
+	ProfileLoop        *ebpf.ProgramSpec `ebpf:"profile_loop"`
 	ProfileTp          *ebpf.ProgramSpec `ebpf:"profile_tp"`
 	ReportExit         *ebpf.ProgramSpec `ebpf:"report_exit"`
 	StartAtExec        *ebpf.ProgramSpec `ebpf:"start_at_exec"`
@@ -262,6 +264,7 @@ type profilePrograms struct {
 	ProfileFexit       *ebpf.Program `ebpf:"profile_fexit"`
 	ProfileKprobe      *ebpf.Program `ebpf:"profile_kprobe"`
 	ProfileKprobeMulti *ebpf.Program `ebpf:"profile_kprobe_multi"`
+	ProfileLoop        *ebpf.Program `ebpf:"profile_loop"`
 	ProfileTp          *ebpf.Program `ebpf:"profile_tp"`
 	ReportExit         *ebpf.Program `ebpf:"report_exit"`
 	StartAtExec        *ebpf.Program `ebpf:"start_at_exec"`
@@ -275,6 +278,7 @@ func (p *profilePrograms) Close() error {
 		p.ProfileFexit,
 		p.ProfileKprobe,
 		p.ProfileKprobeMulti,
+		p.ProfileLoop,
 		p.ProfileTp,
 		p.ReportExit,
 		p.StartAtExec,

@@ -500,7 +500,8 @@ func TestTargetMapsSized(t *testing.T) {
 
 // TestLoadsOneSamplingProgram checks that a sampler loads only the
 // sampling program its event attaches: profile for cpu-clock, profile_tp
-// for a tracepoint (the verifier's work is start-up's).
+// for a tracepoint, and with CallGraphDWARF profile_loop where the kernel
+// has bpf_loop (the verifier's work is start-up's).
 func TestLoadsOneSamplingProgram(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	tp, err := ParseEvent("sched:sched_switch")
@@ -510,16 +511,19 @@ func TestLoadsOneSamplingProgram(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		event *Event
-		tp    bool
-	}{{"cpu-clock", nil, false}, {"tracepoint", &tp, true}} {
+		cg    CallGraph
+		want  string
+	}{{"cpu-clock", nil, CallGraphFP, "profile"}, {"tracepoint", &tp, CallGraphFP, "profile_tp"},
+		{"dwarf", nil, CallGraphDWARF, wantProgram(false)}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, Event: tc.event, Log: io.Discard})
+			s, err := Open(Config{FrequencyHz: 99, SoftwareEvent: true, Event: tc.event, CallGraph: tc.cg, Log: io.Discard})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if (s.objs.ProfileTP != nil) != tc.tp || (s.objs.Profile != nil) == tc.tp {
-				t.Errorf("loaded profile %v, profile_tp %v; want only the %s program", s.objs.Profile != nil, s.objs.ProfileTP != nil, tc.name)
+			tpProg := tc.want == "profile_tp"
+			if s.program != tc.want || (s.objs.ProfileTP != nil) != tpProg || (s.objs.Profile != nil) == tpProg {
+				t.Errorf("loaded %s (profile %v, profile_tp %v); want only %s", s.program, s.objs.Profile != nil, s.objs.ProfileTP != nil, tc.want)
 			}
 		})
 	}
