@@ -141,6 +141,13 @@ func (x *Table) LinesRange(pc uint64) (ls []srcline.Line, lo, hi uint64) {
 		i, ok = narrowFind(&sp, x.ranges, pc, unitBounds, nil)
 	}
 	if !ok {
+		// No unit holds pc, nor any address of sp (narrowFind): one
+		// answer for the gap between units, as a binary's PLT is, so
+		// that a memo of answers does not read every unit header again
+		// for the next address there (completeIndex).
+		if sp.lo <= pc && pc < sp.hi {
+			return nil, sp.lo, sp.hi
+		}
 		return nil, pc, pc + 1
 	}
 	cu := x.units[x.ranges[i].idx]
