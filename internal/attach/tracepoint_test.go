@@ -55,8 +55,10 @@ func TestCheckFields(t *testing.T) {
 
 // TestProfileNeedsNoKernelBTF checks that loading the sampler's BPF
 // object cannot make cilium/ebpf decode kernel BTF (25-30 ms of CPU):
-// it has only perf_event, kprobe, classic and raw tracepoint programs (no
-// tp_btf or iterator, which resolve their target in kernel BTF; fentry
+// it has only perf_event (profile, and profile_loop, whose bpf_loop
+// callbacks are subprograms of its own), kprobe, classic and raw
+// tracepoint programs (no tp_btf or iterator, which resolve their target
+// in kernel BTF; fentry
 // and fexit only for kernel probes on a kernel without kprobes, loaded
 // apart), and no CO-RE relocation or kfunc call.
 func TestProfileNeedsNoKernelBTF(t *testing.T) {
@@ -65,7 +67,7 @@ func TestProfileNeedsNoKernelBTF(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"profile": "", "profile_tp": "",
+		"profile": "", "profile_loop": "", "profile_tp": "",
 		"follow_fork": "task/task_newtask", "start_at_exec": "sched_process_exec",
 		"report_exit":    "sched_process_exit",
 		"profile_kprobe": "", "profile_kprobe_multi": "", "profile_fentry": "", "profile_fexit": "",
