@@ -58,9 +58,8 @@ func TestCheckFields(t *testing.T) {
 // it has only perf_event (profile, and profile_loop, whose bpf_loop
 // callbacks are subprograms of its own), kprobe, classic and raw
 // tracepoint programs (no tp_btf or iterator, which resolve their target
-// in kernel BTF; fentry
-// and fexit only for kernel probes on a kernel without kprobes, loaded
-// apart), and no CO-RE relocation or kfunc call.
+// in kernel BTF; fentry and fexit only for kernel probes on a kernel
+// without kprobes, loaded apart), and no CO-RE relocation or kfunc call.
 func TestProfileNeedsNoKernelBTF(t *testing.T) {
 	spec, err := loadProfile()
 	if err != nil {
