@@ -484,3 +484,28 @@ func TestStackTopDroppedAtExec(t *testing.T) {
 		t.Errorf("stack top a second after the exec: %#x, %v; want none", got, err)
 	}
 }
+
+// TestLoopRefusedLoadsProfile: where the kernel refuses profile_loop (no
+// bpf_loop before Linux 5.17; here a program the verifier refuses stands
+// in for it), the sampler loads profile, the bounded copy, and says why
+// in the verbose output.
+func TestLoopRefusedLoadsProfile(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	spec, err := loadProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Programs["profile_loop"].Instructions = asm.Instructions{asm.Return()} // R0 never set
+	var verbose bytes.Buffer
+	s := &Sampler{cfg: Config{CallGraph: CallGraphDWARF, Verbose: &verbose}}
+	if err := s.loadObjects(spec); err != nil {
+		t.Fatal(err)
+	}
+	defer s.objs.close()
+	if s.program != "profile" || s.objs.Profile == nil {
+		t.Errorf("loaded %s (%v), want profile", s.program, s.objs.Profile)
+	}
+	if !strings.Contains(verbose.String(), "profile_loop refused") {
+		t.Errorf("verbose output %q does not say profile_loop was refused", verbose.String())
+	}
+}

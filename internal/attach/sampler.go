@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
@@ -483,13 +482,13 @@ func (s *Sampler) load() error {
 
 // loadObjects loads the maps and the one sampling program the run's
 // event attaches (attachProgram): profile_tp for a tracepoint event,
-// profile for the others, or with CallGraphDWARF on a kernel with
-// bpf_loop (Linux 5.17+) profile_loop, which takes the same records and
-// which the verifier checks in about a third of the time (its stack copy
-// and frame-pointer walks are bpf_loop callbacks, checked once, instead
-// of loops checked step by step). The verifier checks only the program
-// loaded, and a run's start-up pays for its verification
-// (BenchmarkOpenSampler).
+// profile for the others, or with CallGraphDWARF profile_loop, which
+// takes the same records and which the verifier checks in about a third
+// of the time (its stack copy and frame-pointer walks are bpf_loop
+// callbacks, checked once, instead of loops checked step by step), and
+// profile where the kernel refuses it (no bpf_loop before Linux 5.17).
+// The verifier checks only the program loaded, and a run's start-up pays
+// for its verification (BenchmarkOpenSampler).
 func (s *Sampler) loadObjects(spec *ebpf.CollectionSpec) error {
 	if s.cfg.Event != nil && s.cfg.Event.IsTracepoint() {
 		var o struct {
@@ -501,7 +500,7 @@ func (s *Sampler) loadObjects(spec *ebpf.CollectionSpec) error {
 		s.program = "profile_tp"
 		return err
 	}
-	if s.cfg.CallGraph == CallGraphDWARF && !s.cfg.boundedCopy && features.HaveProgramHelper(ebpf.PerfEvent, asm.FnLoop) == nil {
+	if s.cfg.CallGraph == CallGraphDWARF && !s.cfg.boundedCopy {
 		var o struct {
 			profileMaps
 			Profile *ebpf.Program `ebpf:"profile_loop"`
@@ -512,8 +511,10 @@ func (s *Sampler) loadObjects(spec *ebpf.CollectionSpec) error {
 			s.program = "profile_loop"
 			return nil
 		}
-		// The same records, verified page by page: a kernel that has
-		// bpf_loop but refuses this use of it still samples.
+		// The same records, copied page by page: a kernel without
+		// bpf_loop (before 5.17) refuses profile_loop at its first
+		// call. Tried rather than probed for (features.HaveProgramHelper
+		// loads a program of its own: half a millisecond of every run).
 		s.verbosef("BPF: program profile_loop refused, loading profile: %v\n", err)
 	}
 	var o struct {
