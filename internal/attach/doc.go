@@ -17,7 +17,10 @@
 // raw tracepoints for execs and exits. [CallGraphDWARF] calls BTF-typed
 // helpers (Linux 5.15 built with BTF; 5.17 for bpf_find_vma with
 // [Config].StackBoundByVMA); where the verifier refuses them, Open falls
-// back to frame pointers ([Sampler].CallGraph says which). Privileges:
+// back to frame pointers ([Sampler].CallGraph says which). On 5.17+ the
+// stack copy runs under bpf_loop (the program profile_loop), which the
+// verifier checks in a third of the time of the bounded loops that older
+// kernels get (profile). Privileges:
 // root, or CAP_BPF and CAP_PERFMON; errors a user can act on wrap
 // [ErrPermission], [ErrNoRingbuf], [ErrNoPMU] and [ErrNoProcess].
 //
