@@ -42,12 +42,22 @@ func symUnnamed(f string) bool {
 
 // symCheck is what symCheckWorkload found.
 type symCheck struct {
-	total, chained, unnamed int
+	total, chained, unnamed, runtime int
+}
+
+// goRuntimeStack reports whether frames (root first) are a Go runtime
+// thread's own stack, on g0: sysmon's (under runtime.mstart) or the
+// scheduler's (runtime.mcall), which run no goroutine's code. On a VM
+// that charges tens of µs for a short sleep, sysmon alone takes 8-17 %
+// of a spinning Go program's samples.
+func goRuntimeStack(frames []string) bool {
+	return len(frames) > 0 && (strings.HasPrefix(frames[0], "runtime.mstart") || strings.HasPrefix(frames[0], "runtime.mcall"))
 }
 
 // symCheckWorkload checks the folded lines of comm: want (root first) in
-// ≥ 90% of its samples, no unnamed frame in those, and unnamed frames in
-// at most 3% of all its samples. It returns the counts.
+// ≥ 90% of its samples (leaving out the Go runtime's own stacks,
+// goRuntimeStack), no unnamed frame in those, and unnamed frames in at
+// most 3% of all its samples. It returns the counts.
 func symCheckWorkload(t *testing.T, folded []byte, comm string, want ...string) symCheck {
 	t.Helper()
 	var c symCheck
@@ -60,7 +70,11 @@ func symCheckWorkload(t *testing.T, folded []byte, comm string, want ...string) 
 		for i, f := range l.frames[1:] {
 			frames[i] = symFrame(f)
 		}
-		c.total += l.count
+		if goRuntimeStack(frames) {
+			c.runtime += l.count
+		} else {
+			c.total += l.count
+		}
 		chained := hasChain(frames, want)
 		if chained {
 			c.chained += l.count
@@ -75,15 +89,15 @@ func symCheckWorkload(t *testing.T, folded []byte, comm string, want ...string) 
 			}
 		}
 	}
-	t.Logf("%s: %d samples, %d hold %s, %d with unnamed frames", comm, c.total, c.chained, strings.Join(want, ";"), c.unnamed)
+	t.Logf("%s: %d samples (and %d of the Go runtime's own threads), %d hold %s, %d with unnamed frames", comm, c.total, c.runtime, c.chained, strings.Join(want, ";"), c.unnamed)
 	if c.total < 100 {
 		t.Fatalf("%d samples of %s, want at least 100\n%s", c.total, comm, folded)
 	}
 	if c.chained*10 < c.total*9 {
 		t.Errorf("%d of %d samples of %s hold %s, want 90%%\n%s", c.chained, c.total, comm, strings.Join(want, ";"), symTopLines(folded, comm, 15))
 	}
-	if c.unnamed*100 > c.total*3 {
-		t.Errorf("%d of %d samples of %s hold unnamed frames, want at most 3%%: %s", c.unnamed, c.total, comm, strings.Join(bad, "\n"))
+	if c.unnamed*100 > (c.total+c.runtime)*3 {
+		t.Errorf("%d of %d samples of %s hold unnamed frames, want at most 3%%: %s", c.unnamed, c.total+c.runtime, comm, strings.Join(bad, "\n"))
 	}
 	return c
 }
