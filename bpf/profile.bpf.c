@@ -460,7 +460,8 @@ static __always_inline long copy_window_body(struct sample *s, __u64 sp, __u32 b
 		off = c.off;
 	} else {
 		// The same copy as copy_page's, on registers: through a
-		// struct on the stack the verifier takes 15 times longer.
+		// struct on the stack the verifier processes 15 times the
+		// instructions.
 		for (int i = 0; i < MAX_WINDOW / PAGE_SIZE + 1; i++) {
 			if (off >= want || off >= MAX_WINDOW)
 				break;
@@ -764,7 +765,7 @@ __attribute__((noinline)) long user_window(struct sample *s, __u32 tgid)
 	return user_window_body(s, tgid, 0);
 }
 
-// user_window_loop is user_window with copy_window_loop (bpf_loop).
+// user_window_loop is user_window_body with bpf_loop (Linux 5.17+).
 __attribute__((noinline)) long user_window_loop(struct sample *s, __u32 tgid)
 {
 	return user_window_body(s, tgid, 1);
@@ -869,7 +870,7 @@ int profile(struct bpf_perf_event_data *ctx)
 
 // profile_loop is profile with the stack copied by bpf_loop (Linux 5.17+):
 // the same records, for about a third of the verification (the loader
-// picks it where the kernel has bpf_loop).
+// tries it first, BenchmarkOpenSampler/dwarf against /dwarf-bounded).
 SEC("perf_event")
 int profile_loop(struct bpf_perf_event_data *ctx)
 {
