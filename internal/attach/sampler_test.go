@@ -403,7 +403,8 @@ func checkFollowsForks(t *testing.T, verbose *bytes.Buffer) {
 // open, as in a run; compare CPU with `-cpuprofile` or /usr/bin/time.
 // The dwarf case loads the stack-copy path too, bounded by the stack
 // tops as gprofile runs it (bpf_find_vma and the BTF-typed helpers are
-// resolved by the kernel: no BTF is decoded here).
+// resolved by the kernel: no BTF is decoded here): profile_loop where the
+// kernel takes it, and profile, the bounded loops, in dwarf-bounded.
 func BenchmarkOpenSampler(b *testing.B) {
 	testutil.RequirePrivileges(b)
 	for _, cg := range []CallGraph{CallGraphFP, CallGraphDWARF} {
@@ -411,6 +412,10 @@ func BenchmarkOpenSampler(b *testing.B) {
 			benchOpenEnableClose(b, Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: cg, StackTops: cg == CallGraphDWARF, Log: io.Discard})
 		})
 	}
+	// The program older kernels load (bounded loops) beside profile_loop.
+	b.Run("dwarf-bounded", func(b *testing.B) {
+		benchOpenEnableClose(b, Config{FrequencyHz: 999, SoftwareEvent: true, ReportExits: true, CallGraph: CallGraphDWARF, StackTops: true, boundedCopy: true, Log: io.Discard})
+	})
 }
 
 // BenchmarkOpenSamplerFollow: the start-up cost of a sampler that follows
