@@ -47,9 +47,10 @@ type symCheck struct {
 
 // goRuntimeStack reports whether frames (root first) are a Go runtime
 // thread's own stack, on g0: sysmon's (under runtime.mstart) or the
-// scheduler's (runtime.mcall), which run no goroutine's code. On a VM
-// that charges tens of µs for a short sleep, sysmon alone takes 8-17 %
-// of a spinning Go program's samples.
+// scheduler's (runtime.mcall), which run no goroutine's code. Where a
+// short sleep costs much CPU (bench/kcost's "20 µs nanosleep"), sysmon's
+// sleeps take a share of a spinning Go program's samples that the chain
+// check must not count against the goroutine.
 func goRuntimeStack(frames []string) bool {
 	return len(frames) > 0 && (strings.HasPrefix(frames[0], "runtime.mstart") || strings.HasPrefix(frames[0], "runtime.mcall"))
 }
