@@ -168,6 +168,13 @@ func (a *Aggregator) InternLocation(pid uint32, frames []symbolize.Frame) uint32
 	return a.location(pid, frames, false)
 }
 
+// InternCallLocation is InternLocation for a return address, an address
+// of a stack's part (kernel or user) that is not its leaf and not 0: the
+// location InternStack gives that address there.
+func (a *Aggregator) InternCallLocation(pid uint32, frames []symbolize.Frame) uint32 {
+	return a.location(pid, frames, true)
+}
+
 // CountLocation adds the frames of location loc (from StackLocations) to
 // st.Frames, by Reason: what symbolize.Stats counts for each frame of
 // the stacks it names.

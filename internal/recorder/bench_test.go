@@ -87,6 +87,48 @@ func BenchmarkNewLeaf(b *testing.B) {
 	}
 }
 
+// BenchmarkNewCaller is BenchmarkNewLeaf with the new address a return
+// address amid the 24 known callers (a code path new below a known
+// leaf and above a known root), which fromLocations names alone too.
+func BenchmarkNewCaller(b *testing.B) {
+	sym, err := symbolize.New(symbolize.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sym.Close()
+	pcs := []uint64{
+		uint64(reflect.ValueOf(BenchmarkHotPath).Pointer()),
+		uint64(reflect.ValueOf(newCollector).Pointer()),
+		uint64(reflect.ValueOf(trimJunk).Pointer()),
+	}
+	user := []uint64{}
+	for i := 0; len(user) < 25; i++ {
+		user = append(user, pcs[i%len(pcs)]+uint64(i))
+	}
+	const at = 12 // the new caller's index
+	caller := uint64(reflect.ValueOf(symbolize.New).Pointer())
+	smp := attach.Sample{PID: uint32(os.Getpid()), TID: uint32(os.Getpid()), Period: 1, Comm: []byte("bench"),
+		Flags: attach.FlagUserRegs, KernelIPs: []uint64{0xffffffff81000010, 0xffffffff81000020, 0xffffffff81000030, 0xffffffff81000040},
+		UserIPs: user}
+	const round = 4096
+	var c *collector
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%round == 0 {
+			b.StopTimer()
+			c = newCollector(sym, nil, false, nil)
+			user[at] = caller + round + 1 // the rest, symbolized once
+			c.add(&smp)
+			b.StartTimer()
+		}
+		user[at] = caller + uint64(i%round) + 1
+		c.add(&smp)
+	}
+	if c.samples == 0 || c.byAddr == 0 {
+		b.Fatalf("%d samples, %d stacks from the location memo", c.samples, c.byAddr)
+	}
+}
+
 // benchRecord builds a ring buffer record in the layout of struct sample
 // (bpf/profile.bpf.c).
 func benchRecord(pid uint32, kernel, user []uint64) []byte {

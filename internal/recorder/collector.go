@@ -28,6 +28,7 @@ type collector struct {
 	addrs   map[uint32]map[uint64]uint32       // pid -> addrKey -> location in agg
 	kaddrs  map[uint64]uint32                  // addrKey of a kernel address -> location in agg
 	locIDs  []uint32                           // reused: a raw stack's locations
+	missing []int                              // reused: fromLocations' new addresses
 	byAddr  uint64                             // new raw stacks made by fromLocations
 	gen     uint64                             // sym.Generation() the memo was made at
 	seed    maphash.Seed                       // of rawHash
@@ -383,44 +384,64 @@ func addrKey(i int, addr uint64) uint64 {
 }
 
 // fromLocations makes the memo entry of the raw stack of sample s (its
-// user IPs user) from the location memo, when it holds every address of
-// the stack but perhaps the user leaf: a new leaf, the common case, is
-// symbolized alone. It reports false when the stack needs symbolizeStack.
+// user IPs user) from the location memo, when it holds all but at most
+// maxNewAddrs of the stack's addresses, and at least one of them unless
+// the stack has one address: each new one, most often the user leaf
+// alone, is symbolized by itself (newLocation) rather than the whole
+// stack again (BenchmarkNewLeaf, BenchmarkNewCaller). It reports false
+// when the stack needs symbolizeStack.
 func (c *collector) fromLocations(s *attach.Sample, user []uint64) (stackEntry, bool) {
 	ids := c.locIDs[:0]
+	missing := c.missing[:0] // indexes in ids of the addresses not in the memo
 	for i, addr := range s.KernelIPs {
 		id, ok := c.kaddrs[addrKey(i, addr)]
 		if !ok {
-			return stackEntry{}, false
+			if len(missing) == maxNewAddrs {
+				return stackEntry{}, false
+			}
+			missing = append(missing, len(ids))
 		}
 		ids = append(ids, id)
 	}
-	leaf := -1 // index in ids of a user leaf not in the memo
 	if len(user) > 0 {
 		m := c.addrs[s.PID]
 		for i, addr := range user {
 			id, ok := m[addrKey(i, addr)]
 			if !ok {
-				if i > 0 || addr == TruncatedIP {
+				if addr == TruncatedIP || len(missing) == maxNewAddrs {
 					return stackEntry{}, false
 				}
-				leaf = len(ids)
+				missing = append(missing, len(ids))
 			}
 			ids = append(ids, id)
 		}
 	}
-	c.locIDs = ids
+	c.locIDs, c.missing = ids, missing
+	if len(missing) == len(ids) && len(ids) > 1 {
+		return stackEntry{}, false // nothing known: one StackInto for all
+	}
 	var e stackEntry
-	if leaf >= 0 {
-		f, rest, ok := nextAddress(c.sym.StackInto(&c.scratch, s.PID, nil, user[:1]).Frames)
-		if !ok || len(rest) > 0 {
-			return stackEntry{}, false // not the frames of one address
+	nk := len(s.KernelIPs)
+	for _, j := range missing {
+		kernel, ips, i := true, s.KernelIPs, j
+		if j >= nk {
+			kernel, ips, i = false, user, j-nk
 		}
-		loc := c.agg.InternLocation(s.PID, f)
-		ids[leaf] = loc
+		loc, f, ok := c.newLocation(s.PID, kernel, ips, i)
+		if !ok {
+			return stackEntry{}, false
+		}
+		ids[j] = loc
 		switch {
 		case settledFrames(f):
-			c.addrMemo(s.PID)[addrKey(0, user[0])] = loc
+			if kernel {
+				if len(c.kaddrs) >= maxAddrs {
+					clear(c.kaddrs)
+				}
+				c.kaddrs[addrKey(i, ips[i])] = loc
+			} else {
+				c.addrMemo(s.PID)[addrKey(i, ips[i])] = loc
+			}
 		case hasNoMapping(f):
 			e.retry = true
 		case hasUnnamedJIT(f):
@@ -433,6 +454,40 @@ func (c *collector) fromLocations(s *attach.Sample, user []uint64) (stackEntry, 
 	c.byAddr++
 	e.id = c.agg.InternLocations(ids)
 	return e, true
+}
+
+// maxNewAddrs is how many addresses not in the location memo a raw
+// stack may hold for fromLocations to symbolize them one by one; a stack
+// with more (the first of a process, or of a new code path) is
+// symbolized whole, in one StackInto.
+const maxNewAddrs = 4
+
+// newLocation symbolizes address i of ips, the kernel or the user part
+// of a raw stack of process pid, alone, and interns its location: the one
+// InternStack gives it in that stack. A return address (i > 0) is
+// symbolized after the address before it, so that the symbolizer looks
+// it up as one (the call instruction before it), and the frames of that
+// one are dropped. ok is false when the frames do not stand for one
+// address each.
+func (c *collector) newLocation(pid uint32, kernel bool, ips []uint64, i int) (loc uint32, frames []symbolize.Frame, ok bool) {
+	from := max(i-1, 0)
+	var st *symbolize.Stack
+	if kernel {
+		st = c.sym.StackInto(&c.scratch, pid, ips[from:i+1], nil)
+	} else {
+		st = c.sym.StackInto(&c.scratch, pid, nil, ips[from:i+1])
+	}
+	f, rest, ok := nextAddress(st.Frames)
+	if ok && i > 0 {
+		f, rest, ok = nextAddress(rest)
+	}
+	if !ok || len(rest) > 0 {
+		return 0, nil, false
+	}
+	if i > 0 && ips[i] != 0 {
+		return c.agg.InternCallLocation(pid, f), f, true
+	}
+	return c.agg.InternLocation(pid, f), f, true
 }
 
 // rememberLocations puts the locations of the raw stack kernel, user of

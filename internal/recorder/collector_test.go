@@ -208,6 +208,10 @@ func TestCollectorLocationMemo(t *testing.T) {
 		{[]uint64{k2, k1}, []uint64{0x7f0000002100}},             // k1 new as a return address
 		{[]uint64{k1}, []uint64{0x7f0000002010, 0x7f0000004010}}, // a new leaf, named alone
 		{nil, []uint64{0x7f0000005000, 0x7f0000004010}},          // a new leaf in JIT code no line names
+		// New return addresses amid known ones, each named alone: one,
+		// then one in each part (k2 and leafA as return addresses).
+		{[]uint64{k1}, []uint64{0x7f0000001010, 0x7f0000002010, 0x7f0000004010}},
+		{[]uint64{k1, k2}, []uint64{0x7f0000001010, 0x7f0000002100, 0x7f0000001010, 0x7f0000004010}},
 	}
 	run := func(stream Sink) (*collector, map[string]int64) {
 		c := newCollector(sym, nil, false, stream)
@@ -227,8 +231,8 @@ func TestCollectorLocationMemo(t *testing.T) {
 	}
 	c, got := run(nil)
 	oracle, want := run(discard{})
-	if c.byAddr != 4 || oracle.byAddr != 0 {
-		t.Errorf("stacks from the location memo: %d (want 4), with a stream %d (want 0)", c.byAddr, oracle.byAddr)
+	if c.byAddr != 7 || oracle.byAddr != 0 {
+		t.Errorf("stacks from the location memo: %d (want 7), with a stream %d (want 0)", c.byAddr, oracle.byAddr)
 	}
 	jit := func(c *collector) (n int) {
 		for _, e := range c.stacks[pid] {
