@@ -50,63 +50,43 @@ func BenchmarkHotPath(b *testing.B) {
 // round; each round starts a new collector, so that every stack is new,
 // and gives it the callers first, untimed.
 func BenchmarkNewLeaf(b *testing.B) {
-	sym, err := symbolize.New(symbolize.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sym.Close()
-	pcs := []uint64{
-		uint64(reflect.ValueOf(BenchmarkHotPath).Pointer()),
-		uint64(reflect.ValueOf(newCollector).Pointer()),
-		uint64(reflect.ValueOf(trimJunk).Pointer()),
-	}
-	user := []uint64{0}
-	for i := 0; len(user) < 25; i++ {
-		user = append(user, pcs[i%len(pcs)]+uint64(i))
-	}
-	leaf := uint64(reflect.ValueOf(symbolize.New).Pointer())
-	smp := attach.Sample{PID: uint32(os.Getpid()), TID: uint32(os.Getpid()), Period: 1, Comm: []byte("bench"),
-		Flags: attach.FlagUserRegs, KernelIPs: []uint64{0xffffffff81000010, 0xffffffff81000020, 0xffffffff81000030, 0xffffffff81000040},
-		UserIPs: user}
-	const round = 4096
-	var c *collector
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if i%round == 0 {
-			b.StopTimer()
-			c = newCollector(sym, nil, false, nil)
-			user[0] = leaf + round // the callers, symbolized once
-			c.add(&smp)
-			b.StartTimer()
-		}
-		user[0] = leaf + uint64(i%round)
-		c.add(&smp)
-	}
-	if c.samples == 0 || c.byAddr == 0 {
-		b.Fatalf("%d samples, %d stacks from the location memo", c.samples, c.byAddr)
-	}
+	user := append([]uint64{0}, benchCallers(24)...)
+	benchNewAddress(b, user, 0, uint64(reflect.ValueOf(symbolize.New).Pointer()))
 }
 
 // BenchmarkNewCaller is BenchmarkNewLeaf with the new address a return
 // address amid the 24 known callers (a code path new below a known
 // leaf and above a known root), which fromLocations names alone too.
 func BenchmarkNewCaller(b *testing.B) {
-	sym, err := symbolize.New(symbolize.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sym.Close()
+	benchNewAddress(b, benchCallers(25), 12, uint64(reflect.ValueOf(symbolize.New).Pointer())+1)
+}
+
+// benchCallers returns n user addresses in three functions of the test
+// binary, each a little further in than the one before.
+func benchCallers(n int) []uint64 {
 	pcs := []uint64{
 		uint64(reflect.ValueOf(BenchmarkHotPath).Pointer()),
 		uint64(reflect.ValueOf(newCollector).Pointer()),
 		uint64(reflect.ValueOf(trimJunk).Pointer()),
 	}
-	user := []uint64{}
-	for i := 0; len(user) < 25; i++ {
-		user = append(user, pcs[i%len(pcs)]+uint64(i))
+	user := make([]uint64, n)
+	for i := range user {
+		user[i] = pcs[i%len(pcs)] + uint64(i)
 	}
-	const at = 12 // the new caller's index
-	caller := uint64(reflect.ValueOf(symbolize.New).Pointer())
+	return user
+}
+
+// benchNewAddress runs BenchmarkNewLeaf's loop on the unwound user stack
+// user (4 known kernel frames above it), its address at index at taking
+// base, base+1, … base+4095 in turn: each round of 4096 starts a new
+// collector and gives it the rest of the stack first (at base+4096),
+// untimed.
+func benchNewAddress(b *testing.B, user []uint64, at int, base uint64) {
+	sym, err := symbolize.New(symbolize.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sym.Close()
 	smp := attach.Sample{PID: uint32(os.Getpid()), TID: uint32(os.Getpid()), Period: 1, Comm: []byte("bench"),
 		Flags: attach.FlagUserRegs, KernelIPs: []uint64{0xffffffff81000010, 0xffffffff81000020, 0xffffffff81000030, 0xffffffff81000040},
 		UserIPs: user}
@@ -117,11 +97,11 @@ func BenchmarkNewCaller(b *testing.B) {
 		if i%round == 0 {
 			b.StopTimer()
 			c = newCollector(sym, nil, false, nil)
-			user[at] = caller + round + 1 // the rest, symbolized once
+			user[at] = base + round // the rest, symbolized once
 			c.add(&smp)
 			b.StartTimer()
 		}
-		user[at] = caller + uint64(i%round) + 1
+		user[at] = base + uint64(i%round)
 		c.add(&smp)
 	}
 	if c.samples == 0 || c.byAddr == 0 {
