@@ -138,7 +138,7 @@ func parseFlags(argv []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "print each perf_event_attr opened and BPF load details")
 	o.callGraph = callGraphFlag{mode: attach.CallGraphDWARF}
 	fs.Var(&o.callGraph, "call-graph", "how user stacks are taken: `mode` dwarf[,SIZE] (registers and up to SIZE bytes of stack, unwound with .eh_frame: whole stacks without frame pointers; SIZE default 32768, at most 65536) or fp (frame pointers, walked in BPF)")
-	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections and the source lines DWARF gave in `dir`, by build ID, so the next run reads them (at most 256 MiB; '' for none)")
+	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(os.Getenv), "keep inflated debug sections and the source lines DWARF gave (by build ID), and kernel symbol names (by boot), in `dir` for the next run (at most 256 MiB; '' for none)")
 	fs.BoolVar(&o.writeEmpty, "write-empty", false, "write the profile even when nothing was sampled (by default a run of 0 samples keeps the previous file)")
 	o.offCPU.register(fs)
 	allCPUs := fs.Bool("a", false, "accepted for perf's -a: every CPU is sampled unless -p, -t, --cgroup or -- CMD narrow it")

@@ -39,8 +39,9 @@ type kernelSymbolizer struct {
 	image     *Mapping
 	modules   []moduleMapping
 	cache     map[uint64]frameInfo
-	missing   []uint64 // prefetch's scratch: addresses not cached yet
-	texts     []string // name's scratch: their texts
+	memo      *kernelMemo // the KernelLookup's texts of earlier runs; nil without a cache
+	missing   []uint64    // prefetch's scratch: addresses not cached yet
+	texts     []string    // name's scratch: their texts
 }
 
 // moduleMapping is the shared Mapping of one module.
@@ -59,8 +60,10 @@ type moduleMapping struct {
 // chunk as it is read, so the load ends soon after the read, which then
 // overlaps with the caller's own start-up (loading BPF, opening perf
 // events). Failures leave it working with a note: kernel frames then
-// stay unnamed.
-func newKernelSymbolizer(lookup func() (KernelLookup, error), iter func() (*kallsyms.Table, error), kallsymsPath, procRoot string) *kernelSymbolizer {
+// stay unnamed. With a cacheDir, the KernelLookup's texts for the
+// image's addresses are kept there for later runs of this boot
+// (kernelMemo), and the ones earlier runs kept are named without it.
+func newKernelSymbolizer(lookup func() (KernelLookup, error), iter func() (*kallsyms.Table, error), kallsymsPath, procRoot, cacheDir string) *kernelSymbolizer {
 	k := &kernelSymbolizer{
 		ready: make(chan struct{}),
 		image: &Mapping{Path: kernelPath, Kernel: true, Limit: math.MaxUint64},
@@ -68,9 +71,13 @@ func newKernelSymbolizer(lookup func() (KernelLookup, error), iter func() (*kall
 	}
 	go func() {
 		defer close(k.ready)
-		if lookup != nil && k.openLookup(lookup, procRoot) {
-			return
+		if lookup != nil {
+			k.memo = openKernelMemo(cacheDir, procRoot)
+			if k.openLookup(lookup, procRoot) {
+				return
+			}
 		}
+		k.memo = nil
 		k.load(iter, kallsymsPath, procRoot)
 	}()
 	return k

@@ -35,7 +35,7 @@ func TestKernelSymbolizerIterFallback(t *testing.T) {
 		{"iterator fails", failing, "testdata/kallsyms.txt", "abort", "no BTF", nil},
 		{"both fail", failing, "testdata/missing", "", "no BTF", []string{"testdata/missing", "no BTF"}},
 	} {
-		k := newKernelSymbolizer(nil, tt.iter, tt.path, t.TempDir())
+		k := newKernelSymbolizer(nil, tt.iter, tt.path, t.TempDir(), "")
 		fi := k.resolve(abort)
 		if fi.function != tt.want {
 			t.Errorf("%s: resolve(abort) = %q, want %q", tt.name, fi.function, tt.want)

@@ -28,9 +28,10 @@ type KernelLookup interface {
 	Close() error
 }
 
-// openLookup opens the KernelLookup and sets the mappings from its text
-// range and from procRoot/modules. It reports whether names will come
-// from it; when not, lookupErr says why.
+// openLookup opens the KernelLookup, sets the mappings from its text
+// range and from procRoot/modules, and caches the memo's texts of this
+// range. It reports whether names will come from it; when not,
+// lookupErr says why.
 func (k *kernelSymbolizer) openLookup(open func() (KernelLookup, error), procRoot string) bool {
 	l, err := open()
 	if err != nil {
@@ -38,13 +39,22 @@ func (k *kernelSymbolizer) openLookup(open func() (KernelLookup, error), procRoo
 		return false
 	}
 	k.lookup = l
-	if start, end := l.TextRange(); end > start {
+	start, end := l.TextRange()
+	if end > start {
 		k.image.Start, k.image.Limit = start, end
 	}
 	for _, m := range readModules(filepath.Join(procRoot, "modules")) {
 		k.modules = append(k.modules, moduleMapping{m.Name, &Mapping{
 			Start: m.Start, Limit: m.End, Path: "[" + m.Name + "]", Kernel: true,
 		}})
+	}
+	if end <= start {
+		k.memo = nil // no range to bound the image's addresses by
+		return true
+	}
+	// The module extents are set: fromText gives each text its mapping.
+	for addr, text := range k.memo.use(start, end) {
+		k.cache[addr] = k.fromText(addr, text)
 	}
 	return true
 }
@@ -99,6 +109,7 @@ func (k *kernelSymbolizer) name(addrs []uint64) {
 	_ = k.lookup.Lookup(addrs, k.texts) // failed texts are "": no symbol
 	for i, addr := range addrs {
 		k.cache[addr] = k.fromText(addr, k.texts[i])
+		k.memo.add(addr, k.texts[i])
 	}
 }
 
@@ -148,10 +159,12 @@ func parseSymbolText(text string) (name string, off uint64, module string, ok bo
 	return name, off, module, true
 }
 
-// closeLookup releases the KernelLookup, if any, once the background
-// open or load has ended. Addresses not cached by then stay unnamed.
+// closeLookup saves the kernel name memo and releases the
+// KernelLookup, if any, once the background open or load has ended.
+// Addresses not cached by then stay unnamed.
 func (k *kernelSymbolizer) closeLookup() error {
 	k.wait()
+	k.memo.save()
 	if k.lookup == nil {
 		return nil
 	}

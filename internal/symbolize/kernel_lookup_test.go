@@ -180,17 +180,17 @@ func TestKernelLookupStack(t *testing.T) {
 func TestKernelLookupFallback(t *testing.T) {
 	const abort = 0xffffffff81001010 // abort in testdata/kallsyms.txt
 	refuse := func() (KernelLookup, error) { return nil, errors.New("no syscall programs") }
-	k := newKernelSymbolizer(refuse, nil, "testdata/kallsyms.txt", t.TempDir())
+	k := newKernelSymbolizer(refuse, nil, "testdata/kallsyms.txt", t.TempDir(), "")
 	if fi := k.resolve(abort); fi.function != "abort" || k.note != "" {
 		t.Errorf("lookup refused: resolve = %q, note %q; want abort from kallsyms, no note", fi.function, k.note)
 	}
-	k = newKernelSymbolizer(refuse, nil, "testdata/missing", t.TempDir())
+	k = newKernelSymbolizer(refuse, nil, "testdata/missing", t.TempDir(), "")
 	if fi := k.resolve(abort); fi.reason != ReasonNoSymbol || !strings.Contains(k.note, "no syscall programs") {
 		t.Errorf("both fail: resolve reason %v, note %q; want no-symbol and the lookup's error", fi.reason, k.note)
 	}
 	fake := &fakeLookup{fail: true, start: 0xffffffff81000000, end: 0xffffffff82000000,
 		syms: []fakeSym{{"abort", "", 0xffffffff81001000, 0x100}}}
-	k = newKernelSymbolizer(func() (KernelLookup, error) { return fake, nil }, nil, "testdata/kallsyms.txt", t.TempDir())
+	k = newKernelSymbolizer(func() (KernelLookup, error) { return fake, nil }, nil, "testdata/kallsyms.txt", t.TempDir(), "")
 	k.prefetch([]uint64{abort})
 	if fi := k.resolve(abort); fi.function != "" || fi.reason != ReasonNoSymbol {
 		t.Errorf("failing runs: resolve = %+v, want unnamed (no-symbol)", fi)

@@ -52,9 +52,10 @@ type Options struct {
 	// CacheDir, when not "", keeps the inflated bytes of binaries'
 	// compressed DWARF sections there, by build ID (debuginfo.Options.CacheDir),
 	// so that the next run reads them instead of inflating them again,
-	// and the source lines DWARF gave (objfile.Binary.Lines); Close, and
-	// the sweep of binaries no process maps any more, write what this
-	// run added. cmd/gprofile passes
+	// and the source lines DWARF gave (objfile.Binary.Lines), and the
+	// KernelLookup's names of the kernel image's addresses for later runs
+	// of this boot; Close, and the sweep of binaries no process maps any
+	// more, write what this run added. cmd/gprofile passes
 	// $XDG_CACHE_HOME/gprofile (or ~/.cache/gprofile).
 	CacheDir string
 }
@@ -159,7 +160,7 @@ func New(opts Options) (*Symbolizer, error) {
 		debuginfod: client,
 		debugDirs:  opts.DebugDirs,
 		cacheDir:   opts.CacheDir,
-		kernel:     newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot),
+		kernel:     newKernelSymbolizer(opts.KernelLookup, opts.KallsymsIter, opts.KallsymsPath, opts.ProcRoot, opts.CacheDir),
 		bins:       binCache{m: make(map[binKey]*binEntry)},
 		fetch:      debuginfod.NewFetcher(),
 	}
