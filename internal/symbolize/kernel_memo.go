@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gprofile/gprofile/internal/symbolize/dwarfline"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/textscan"
 )
 
 // The kernel name memo keeps, across runs of one boot, the "%pS" texts a
@@ -140,36 +141,25 @@ func decodeKernelMemo(data []byte) (start, end uint64, texts map[uint64]string, 
 	if !strings.HasPrefix(string(data), kernelMemoMagic) {
 		return 0, 0, nil, errBadKernelMemo
 	}
-	d := data[len(kernelMemoMagic):]
-	bad := false
-	next := func() uint64 {
-		v, n := binary.Uvarint(d)
-		if n <= 0 {
-			bad = true
-			d = nil
-			return 0
-		}
-		d = d[n:]
-		return v
-	}
-	start, end = next(), next()
-	count := next()
+	r := textscan.Uvarints{Rest: data[len(kernelMemoMagic):]}
+	start, end = r.Next(), r.Next()
+	count := r.Next()
 	// each text takes three bytes at least: its delta, length and a byte
-	if bad || start >= end || count > maxKernelMemoEntries || count > uint64(len(d))/3 {
+	if r.Bad || start >= end || count > maxKernelMemoEntries || count > uint64(len(r.Rest))/3 {
 		return 0, 0, nil, errBadKernelMemo
 	}
 	texts = make(map[uint64]string, count)
 	addr := start
 	for i := uint64(0); i < count; i++ {
-		delta, n := next(), next()
-		if bad || (i > 0 && delta == 0) || delta >= end-addr || n == 0 || n > uint64(len(d)) {
+		delta := r.Next()
+		text := r.Bytes(r.Next())
+		if r.Bad || (i > 0 && delta == 0) || delta >= end-addr || len(text) == 0 {
 			return 0, 0, nil, errBadKernelMemo
 		}
 		addr += delta
-		texts[addr] = string(d[:n])
-		d = d[n:]
+		texts[addr] = string(text)
 	}
-	if len(d) != 0 {
+	if len(r.Rest) != 0 {
 		return 0, 0, nil, errBadKernelMemo
 	}
 	return start, end, texts, nil

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/gprofile/gprofile/internal/symbolize/dwarfline"
+	"github.com/gprofile/gprofile/internal/symbolize/internal/textscan"
 	"github.com/gprofile/gprofile/internal/symbolize/srcline"
 )
 
@@ -351,55 +352,42 @@ func parseLineMemo(data []byte) (memoFile, error) {
 	if len(data) < len(lineMemoMagic) || string(data[:len(lineMemoMagic)]) != lineMemoMagic {
 		return f, errBadLineMemo
 	}
-	d := data[len(lineMemoMagic):]
-	bad := false
-	next := func() uint64 {
-		v, n := binary.Uvarint(d)
-		if n <= 0 {
-			bad = true
-			d = nil
-			return 0
-		}
-		d = d[n:]
-		return v
-	}
-	nstr := next()
-	if bad || nstr > uint64(len(d)) { // each string takes a byte at least
+	r := textscan.Uvarints{Rest: data[len(lineMemoMagic):]}
+	nstr := r.Next()
+	if r.Bad || nstr > uint64(len(r.Rest)) { // each string takes a byte at least
 		return f, errBadLineMemo
 	}
 	f.strs = make([]string, nstr)
 	for i := range f.strs {
-		n := next()
-		if bad || n > uint64(len(d)) {
+		f.strs[i] = string(r.Bytes(r.Next()))
+		if r.Bad {
 			return memoFile{}, errBadLineMemo
 		}
-		f.strs[i] = string(d[:n])
-		d = d[n:]
 	}
-	n := next()
-	if bad || n > maxMemoAddrs || n > uint64(len(d)) || len(d) > math.MaxUint32 {
+	n := r.Next()
+	if r.Bad || n > maxMemoAddrs || n > uint64(len(r.Rest)) || len(r.Rest) > math.MaxUint32 {
 		return memoFile{}, errBadLineMemo
 	}
-	f.body = d
+	f.body = r.Rest
 	f.los, f.his, f.offs = make([]uint64, 0, n), make([]uint64, 0, n), make([]uint32, 0, n)
 	lo := uint64(0)
 	for range n {
-		delta, width := next(), next()
-		off := len(f.body) - len(d)
-		nl := next()
-		if bad || nl > maxMemoLines || width == 0 || (delta == 0 && len(f.los) > 0) || lo+delta < lo || lo+delta+width < lo+delta {
+		delta, width := r.Next(), r.Next()
+		off := len(f.body) - len(r.Rest)
+		nl := r.Next()
+		if r.Bad || nl > maxMemoLines || width == 0 || (delta == 0 && len(f.los) > 0) || lo+delta < lo || lo+delta+width < lo+delta {
 			return memoFile{}, errBadLineMemo
 		}
 		lo += delta
 		for range nl {
-			fn, sys, file, ln := next(), next(), next(), next()
-			if bad || fn >= nstr || sys >= nstr || file >= nstr || ln > 1<<31-1 {
+			fn, sys, file, ln := r.Next(), r.Next(), r.Next(), r.Next()
+			if r.Bad || fn >= nstr || sys >= nstr || file >= nstr || ln > 1<<31-1 {
 				return memoFile{}, errBadLineMemo
 			}
 		}
 		f.los, f.his, f.offs = append(f.los, lo), append(f.his, lo+width), append(f.offs, uint32(off))
 	}
-	if len(d) != 0 {
+	if len(r.Rest) != 0 {
 		return memoFile{}, errBadLineMemo
 	}
 	return f, nil
