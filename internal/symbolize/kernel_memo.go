@@ -23,11 +23,13 @@ import (
 const (
 	kernelMemoName  = "kernel-names"
 	kernelMemoMagic = "gprofile kernel names 1\n"
-	// maxKernelMemoEntries bounds the memo: the image's text holds fewer
-	// call sites than this that a profile ever sees.
-	maxKernelMemoEntries = 1 << 16
+	// maxKernelMemoEntries bounds the memo, which every run reads whole
+	// (BenchmarkKernelMemo): many times the kernel addresses of a busy
+	// run, few enough that reading them costs less than looking up a
+	// run's new ones. A full memo keeps what it has.
+	maxKernelMemoEntries = 1 << 14
 	// maxKernelMemoBytes bounds the entry Get reads (bytes).
-	maxKernelMemoBytes = 8 << 20
+	maxKernelMemoBytes = 4 << 20
 )
 
 var errBadKernelMemo = errors.New("bad kernel name memo")

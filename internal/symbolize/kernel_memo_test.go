@@ -157,6 +157,23 @@ func TestKernelMemoCodec(t *testing.T) {
 	}
 }
 
+// TestKernelMemoBound: a full memo takes no more texts, and a memo
+// that says it holds more than the bound is refused.
+func TestKernelMemoBound(t *testing.T) {
+	m := &kernelMemo{}
+	m.use(0x1000, 0x1000+2*maxKernelMemoEntries)
+	for i := range maxKernelMemoEntries + 10 {
+		m.add(0x1000+uint64(i), "f+0x0/0x1")
+	}
+	if len(m.texts) != maxKernelMemoEntries || m.added != maxKernelMemoEntries {
+		t.Errorf("memo holds %d texts (%d added), want the bound %d", len(m.texts), m.added, maxKernelMemoEntries)
+	}
+	m.texts[0x1000+maxKernelMemoEntries] = "f+0x0/0x1" // one past the bound, as a hostile file could hold
+	if _, _, _, err := decodeKernelMemo(encodeKernelMemo(m.start, m.end, m.texts)); err == nil {
+		t.Error("decode of a memo past the bound: no error")
+	}
+}
+
 func FuzzDecodeKernelMemo(f *testing.F) {
 	f.Add(encodeKernelMemo(0x1000, 0x2000, map[uint64]string{0x1000: "a+0x0/0x10", 0x1fff: "z+0x3/0x4"}))
 	f.Add([]byte(kernelMemoMagic + "\x01\x02\x01\x00\x01a"))
