@@ -435,10 +435,7 @@ func (c *collector) fromLocations(s *attach.Sample, user []uint64) (stackEntry, 
 		switch {
 		case settledFrames(f):
 			if kernel {
-				if len(c.kaddrs) >= maxAddrs {
-					clear(c.kaddrs)
-				}
-				c.kaddrs[addrKey(i, ips[i])] = loc
+				c.kaddrMemo()[addrKey(i, ips[i])] = loc
 			} else {
 				c.addrMemo(s.PID)[addrKey(i, ips[i])] = loc
 			}
@@ -515,10 +512,7 @@ func (c *collector) rememberLocations(pid uint32, kernel, user []uint64, id outp
 			continue
 		}
 		if j < len(kernel) {
-			if len(c.kaddrs) >= maxAddrs {
-				clear(c.kaddrs)
-			}
-			c.kaddrs[addrKey(j, kernel[j])] = loc
+			c.kaddrMemo()[addrKey(j, kernel[j])] = loc
 		} else {
 			i := j - len(kernel)
 			m[addrKey(i, user[i])] = loc
@@ -554,6 +548,15 @@ func (c *collector) addrMemo(pid uint32) map[uint64]uint32 {
 		c.addrs[pid] = m
 	}
 	return m
+}
+
+// kaddrMemo returns the location memo of kernel addresses, emptied
+// first when it holds maxAddrs, as addrMemo bounds a process's.
+func (c *collector) kaddrMemo() map[uint64]uint32 {
+	if len(c.kaddrs) >= maxAddrs {
+		clear(c.kaddrs)
+	}
+	return c.kaddrs
 }
 
 // forgetAll empties the stack and location memos.
