@@ -39,10 +39,9 @@ type kernelSymbolizer struct {
 	image     *Mapping
 	modules   []moduleMapping
 	cache     map[uint64]frameInfo
-	memo      *kernelMemo       // the KernelLookup's texts of earlier runs; nil without a cache
-	known     map[uint64]string // the memo's texts of the image: named from them, not the lookup
-	missing   []uint64          // prefetch's scratch: addresses not cached yet
-	texts     []string          // name's scratch: their texts
+	memo      *kernelMemo // the KernelLookup's texts of earlier runs; nil without a cache
+	missing   []uint64    // prefetch's scratch: addresses not cached yet
+	texts     []string    // name's scratch: their texts
 }
 
 // moduleMapping is the shared Mapping of one module.
@@ -162,7 +161,7 @@ func (k *kernelSymbolizer) resolve(addr uint64) frameInfo {
 	if fi, ok := k.cache[addr]; ok {
 		return fi
 	}
-	if text, ok := k.known[addr]; ok {
+	if text, ok := k.memo.text(addr); ok {
 		fi := k.fromText(addr, text)
 		k.cache[addr] = fi
 		return fi

@@ -29,8 +29,8 @@ type KernelLookup interface {
 }
 
 // openLookup opens the KernelLookup, sets the mappings from its text
-// range and from procRoot/modules, and takes the memo's texts of this
-// range as known. It reports whether names will come from it; when not,
+// range and from procRoot/modules, and readies the memo for this range.
+// It reports whether names will come from it; when not,
 // lookupErr says why.
 func (k *kernelSymbolizer) openLookup(open func() (KernelLookup, error), procRoot string) bool {
 	l, err := open()
@@ -52,7 +52,7 @@ func (k *kernelSymbolizer) openLookup(open func() (KernelLookup, error), procRoo
 		k.memo = nil // no range to bound the image's addresses by
 		return true
 	}
-	k.known = k.memo.use(start, end)
+	k.memo.use(start, end)
 	return true
 }
 
@@ -89,7 +89,7 @@ func (k *kernelSymbolizer) prefetch(ips []uint64) {
 	for i, ip := range ips {
 		addr := lookupAddr(i, ip)
 		if _, ok := k.cache[addr]; !ok {
-			if text, ok := k.known[addr]; ok {
+			if text, ok := k.memo.text(addr); ok {
 				k.cache[addr] = k.fromText(addr, text)
 				continue
 			}

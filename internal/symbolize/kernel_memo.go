@@ -69,18 +69,23 @@ func openKernelMemo(cacheDir, procRoot string) *kernelMemo {
 	return m
 }
 
-// use returns the texts to name addresses of the image's text range
-// [start, end) by, or nil when the memo was named in another range (the
-// texts are then dropped, and later ones kept for this range).
-func (m *kernelMemo) use(start, end uint64) map[uint64]string {
-	if m == nil {
-		return nil
-	}
-	if m.start != start || m.end != end {
+// use readies the memo to name addresses of the image's text range
+// [start, end): texts named in another range are dropped, and later ones
+// kept for this range.
+func (m *kernelMemo) use(start, end uint64) {
+	if m != nil && (m.start != start || m.end != end) {
 		m.start, m.end, m.texts, m.added = start, end, nil, 0
-		return nil
 	}
-	return m.texts
+}
+
+// text returns the kept text of lookup address addr; false when there
+// is none (or no memo).
+func (m *kernelMemo) text(addr uint64) (string, bool) {
+	if m == nil {
+		return "", false
+	}
+	t, ok := m.texts[addr]
+	return t, ok
 }
 
 // add keeps the text of lookup address addr when addr is in the image's

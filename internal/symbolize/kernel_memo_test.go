@@ -215,7 +215,8 @@ func BenchmarkKernelMemo(b *testing.B) {
 	m.save()
 	b.ReportAllocs()
 	for b.Loop() {
-		if m := openKernelMemo(cache, root); len(m.use(0xffffffff81000000, 0xffffffff83000000)) != 1000 {
+		m := openKernelMemo(cache, root)
+		if m.use(0xffffffff81000000, 0xffffffff83000000); len(m.texts) != 1000 {
 			b.Fatal("memo not read")
 		}
 	}
