@@ -18,7 +18,8 @@
 #   BENCH_PYTHON               the Python for it (default: a python3 on PATH
 #                              that links libpython, else python3)
 #   BENCH_CAPTURE_REPS [2]     repetitions of each timed 1 s capture
-#   BENCH_LONG [60]            seconds of the long gprofile run (0: skip)
+#   BENCH_LONG [60]            seconds of the long runs: gprofile, then perf --call-graph dwarf
+#                              unless skipped (0: skip)
 #   BENCH_RINGBUF [1]          run the ring buffer throughput test (0: skip)
 #   BENCH_SKIP                 configurations to leave out, comma-separated
 #                              (none, floor, perf, perf-dwarf, bpftrace, bcc,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -80,18 +81,11 @@ var reElapsed = regexp.MustCompile(`lost\) in ([0-9.]+) s`)
 // workload keeps every CPU busy.
 func longRun(o *options) (*runResult, error) {
 	dir := filepath.Join(o.work, "long")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	w, err := startBG(dir, "workload", nil, o.p.workload, strconv.Itoa(o.longSecs+5))
+	stop, err := longWorkload(o, dir)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		w.signal(syscall.SIGKILL)
-		w.wait(10 * time.Second)
-	}()
-	time.Sleep(200 * time.Millisecond)
+	defer stop()
 	logf("long run: gprofile -f 999 -d %d", o.longSecs)
 	b, err := runFG(dir, "gprofile", time.Duration(o.longSecs+120)*time.Second, nil,
 		o.p.gprofile, "--sw-event", "-f", "999", "-d", strconv.Itoa(o.longSecs), "-o", filepath.Join(dir, "long.pb.gz"))
@@ -112,4 +106,67 @@ func longRun(o *options) (*runResult, error) {
 	}
 	logf("long run: %d samples, %d lost, peak RSS %d KiB, cpu %.2f s", res.delivered, res.lost, res.rssKiB, res.cpu)
 	return res, nil
+}
+
+// longPerfDwarfRun is longRun for perf record --call-graph dwarf and the
+// perf report that makes its result, side by side with gprofile's: their
+// CPU time summed, the larger peak RSS. Over a long run the fixed costs
+// of both matter less than in the 8 s rounds. perf.data (about 8 KiB a
+// sample) is removed afterwards.
+func longPerfDwarfRun(o *options) (*runResult, error) {
+	dir := filepath.Join(o.work, "long")
+	stop, err := longWorkload(o, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	data := filepath.Join(dir, "long.data")
+	defer os.Remove(data)
+	logf("long run: perf record -F 999 -a --call-graph dwarf -- sleep %d, then perf report", o.longSecs)
+	limit := time.Duration(o.longSecs+600) * time.Second
+	rec, err := runFG(dir, "perf-dwarf", limit, nil, append(append([]string{o.p.perf, "record", "-e", "cpu-clock", "-F", "999", "-a"},
+		perfCallGraph("perf-dwarf")...), "-o", data, "--", "sleep", strconv.Itoa(o.longSecs))...)
+	if err != nil {
+		return nil, err
+	}
+	stop() // the report runs alone, as after the rounds' perf runs
+	rep, err := runFG(dir, "perf-dwarf-report", limit, nil, o.p.perf, "report", "--stdio", "-i", data)
+	if err != nil {
+		return nil, err
+	}
+	res := &runResult{cfg: "perf-dwarf", hz: 999, window: float64(o.longSecs)}
+	recCPU, recRSS := rec.rusage()
+	repCPU, repRSS := rep.rusage()
+	res.cpu, res.rssKiB = recCPU+repCPU, max(recRSS, repRSS)
+	m := rePerfRecord.FindStringSubmatch(readFile(rec.stderr))
+	if m == nil {
+		return nil, fmt.Errorf("no sample count in perf record's output: %s", tail(rec.stderr, 300))
+	}
+	res.delivered, res.lost = atoi(m[1]), -1
+	if l := rePerfLost.FindStringSubmatch(readFile(rep.stdout)); l != nil {
+		res.lost = atoi(l[1])
+	}
+	logf("long run: perf dwarf %d samples, %d lost, peak RSS %d KiB, cpu %.2f s (record %.2f, report %.2f)",
+		res.delivered, res.lost, res.rssKiB, res.cpu, recCPU, repCPU)
+	return res, nil
+}
+
+// longWorkload starts the workload for a long run in dir and returns
+// what stops it (safe to call twice).
+func longWorkload(o *options, dir string) (stop func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	w, err := startBG(dir, "workload", nil, o.p.workload, strconv.Itoa(o.longSecs+5))
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.signal(syscall.SIGKILL)
+			w.wait(10 * time.Second)
+		})
+	}, nil
 }

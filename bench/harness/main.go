@@ -172,6 +172,14 @@ func run(ctx context.Context, o *options) error {
 		}
 		r.long = lr
 	}
+	if o.longSecs > 0 && o.skip["gprofile"] == "" && o.skip["perf-dwarf"] == "" {
+		lr, err := longPerfDwarfRun(o)
+		if err != nil {
+			logf("long run: perf dwarf: %v", err)
+			lr = &runResult{cfg: "perf-dwarf", hz: 999, err: err.Error()}
+		}
+		r.longPerfDwarf = lr
+	}
 	r.ended = time.Now()
 	r.machine.loadEnd = loadavg()
 	if err := r.writeCSV(o.csv); err != nil {
@@ -201,6 +209,11 @@ type runResult struct {
 	workSecs   float64 // workload's wall seconds
 	bpf        progStats
 	err        string
+}
+
+// cpuPerSampleLong is a long run's profiler CPU per sample delivered, µs.
+func (r *runResult) cpuPerSampleLong() float64 {
+	return 1e6 * r.cpu / float64(max(r.delivered, 1))
 }
 
 func (r *runResult) bpfNsPerRun() float64 {

@@ -216,6 +216,11 @@ func (r *report) writeTargets(w io.Writer) {
 			l.window, l.lost, l.delivered, 100*float64(l.delivered)/exp, exp, verdict(float64(l.lost), 0, " samples"))
 		mib := float64(l.rssKiB) / 1024
 		fmt.Fprintf(w, "| same run: peak RSS < 50 MB (47.7 MiB) | %.1f MiB | %s |\n", mib, verdict(mib, 50e6/(1<<20), " MiB"))
+		if d := r.longPerfDwarf; d != nil && d.err == "" && d.delivered > 0 && l.delivered > 0 {
+			g, p := l.cpuPerSampleLong(), d.cpuPerSampleLong()
+			fmt.Fprintf(w, "| %.0f s at 999 Hz, then perf dwarf as long: CPU per sample ≤ 0.05 × perf dwarf | gprofile %.1f µs, perf dwarf %.1f µs: %.3f× | %s |\n",
+				l.window, g, p, g/p, verdict(g/p, 0.05, "×"))
+		}
 	}
 }
 
@@ -230,7 +235,15 @@ func (r *report) writeLong(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "`gprofile --sw-event -f 999 -d %d` with the workload on every CPU: %d samples in %.1f s, %d lost, %.2f s of CPU (%.1f µs/sample), peak RSS %.1f MiB.\n",
-		r.opts.longSecs, l.delivered, l.window, l.lost, l.cpu, 1e6*l.cpu/float64(max(l.delivered, 1)), float64(l.rssKiB)/1024)
+		r.opts.longSecs, l.delivered, l.window, l.lost, l.cpu, l.cpuPerSampleLong(), float64(l.rssKiB)/1024)
+	switch d := r.longPerfDwarf; {
+	case d == nil:
+	case d.err != "":
+		fmt.Fprintf(w, "\nperf record --call-graph dwarf for %d s failed: %s\n", r.opts.longSecs, d.err)
+	default:
+		fmt.Fprintf(w, "\nThen, the same way, `perf record -e cpu-clock -F 999 -a --call-graph dwarf -- sleep %d` and `perf report --stdio`: %d samples, %d lost, %.2f s of CPU for both (%.1f µs/sample), peak RSS %.1f MiB.\n",
+			r.opts.longSecs, d.delivered, d.lost, d.cpu, d.cpuPerSampleLong(), float64(d.rssKiB)/1024)
+	}
 }
 
 func (r *report) writeErrors(w io.Writer) {

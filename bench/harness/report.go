@@ -26,7 +26,9 @@ type report struct {
 	began, ended time.Time
 	runs         []*runResult
 	caps         []*captureResult
-	long         *runResult
+	long         *runResult // gprofile's long run
+	// longPerfDwarf is perf --call-graph dwarf's long run, beside long.
+	longPerfDwarf *runResult
 }
 
 func describeMachine(o *options) machine {
@@ -215,7 +217,10 @@ func (r *report) writeCSV(path string) error {
 			strconv.FormatInt(x.rssKiB, 10), strconv.FormatInt(x.delivered, 10), strconv.FormatInt(x.lost, 10),
 			strconv.FormatUint(x.bpf.runNs, 10), strconv.FormatUint(x.bpf.runCnt, 10), x.err, fmtF(x.secs, 1)})
 	}
-	if l := r.long; l != nil {
+	for _, l := range []*runResult{r.long, r.longPerfDwarf} {
+		if l == nil {
+			continue
+		}
 		w.Write([]string{l.cfg, strconv.Itoa(l.hz), "long", "", "", "", "", fmtF(l.window, 3), fmtF(l.window, 1),
 			fmtF(l.cpu, 3), "", "", strconv.FormatInt(l.rssKiB, 10), strconv.FormatInt(l.delivered, 10),
 			strconv.FormatInt(l.lost, 10), "", "", l.err})
@@ -236,7 +241,9 @@ func (r *report) readCSV(path string) error {
 		return err
 	}
 	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
+	cr := csv.NewReader(f)
+	cr.FieldsPerRecord = -1 // capture and long rows are shorter than the rounds'
+	rows, err := cr.ReadAll()
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
@@ -251,8 +258,13 @@ func (r *report) readCSV(path string) error {
 			r.caps = append(r.caps, &captureResult{cfg: c[0], hz: hz, wall: num(c[7]), cpu: num(c[9]), err: c[17]})
 			continue
 		case "long":
-			r.long = &runResult{cfg: c[0], hz: hz, window: num(c[7]), sampled: num(c[8]), cpu: num(c[9]),
+			l := &runResult{cfg: c[0], hz: hz, window: num(c[7]), sampled: num(c[8]), cpu: num(c[9]),
 				rssKiB: int64(num(c[12])), delivered: int64(num(c[13])), lost: int64(num(c[14])), err: c[17]}
+			if l.cfg == "perf-dwarf" {
+				r.longPerfDwarf = l
+			} else {
+				r.long = l
+			}
 			continue
 		}
 		round, _ := strconv.Atoi(c[2])
