@@ -95,6 +95,10 @@ func TestUnwindStackDumps(t *testing.T) {
 				{"signal", []string{"handler_leaf", "handler_mid", "handler", "sig_chain_b", "sig_chain_a", "run_signal", "main", "_start"}},
 				{"recurse", slices.Concat([]string{"deep_leaf"}, repeat("rec", 301), []string{"main", "_start"})},
 				{"thread", []string{"t_leaf", "t_chain", "thread_main"}},
+				// In the fp build run_epilogue's CFA is rbp+16: the rbp
+				// epi_leaf's CFI says is saved below sp must be the one
+				// the pop left in the register.
+				{"epilogue", []string{"epi_leaf", "run_epilogue", "main", "_start"}},
 			} {
 				t.Run(tc.mode, func(t *testing.T) {
 					d := stackDump(t, bin, tc.mode)

@@ -389,7 +389,12 @@ func step(tab *Table, r rule, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	case rbpSame:
 		keep |= 1 << RegRBP
 	case rbpOffset:
-		v, s := mem.read(cfa+uint64(int64(r.rbpOff)), 8)
+		at := cfa + uint64(int64(r.rbpOff))
+		if popped(at, fr) {
+			keep |= 1 << RegRBP // the pop restored it: rbp is the caller's
+			break
+		}
+		v, s := mem.read(at, 8)
 		if s == 0 {
 			fr.v[RegRBP] = v
 			keep |= 1 << RegRBP
@@ -401,6 +406,22 @@ func step(tab *Table, r rule, fr *frameRegs, mem *memory) (s Stop, exact bool) {
 	fr.set(RegRSP, cfa)
 	fr.set(RegRIP, ra)
 	return 0, false
+}
+
+// redZone is the x86-64 ABI's red zone below sp (bytes).
+const redZone = 128
+
+// popped reports whether addr, where a rule says a register of the
+// caller is saved, lies in the red zone below the frame's sp: a slot an
+// epilogue has popped already. GCC's CFI keeps rbp "saved at CFA-16"
+// from the pop %rbp down to the ret (the CFA moves back to rsp+8, the
+// rule stays), so a leaf sampled there has the caller's rbp in the
+// register, and the slot lies below the window, which starts at sp.
+// (Code that saves a register in the red zone without moving sp would
+// be misread so; compilers save callee-saved registers above sp.)
+func popped(addr uint64, fr *frameRegs) bool {
+	sp, ok := fr.get(RegRSP)
+	return ok && addr < sp && sp-addr <= redZone
 }
 
 // stepComplex applies a full row: any CFA rule, DWARF expressions, and
@@ -455,7 +476,12 @@ func regValue(r *regRule, reg int, cfa uint64, fr *frameRegs, mem *memory) (v ui
 		v, ok = fr.get(uint64(reg))
 		return v, ok, 0
 	case rOffset:
-		v, s = mem.read(cfa+uint64(r.off), 8)
+		at := cfa + uint64(r.off)
+		if reg != RegRIP && popped(at, fr) {
+			v, ok = fr.get(uint64(reg)) // the pop restored it
+			return v, ok, 0
+		}
+		v, s = mem.read(at, 8)
 	case rValOffset:
 		v = cfa + uint64(r.off)
 	case rRegister:

@@ -2,7 +2,7 @@
 // stack from rsp up to the end of the stack's mapping, and writes them with
 // /proc/self/maps to a file, so the unwinder can be tested offline without
 // BPF. Usage: stackdump MODE OUTFILE, MODE one of qsort, qsort24, signal,
-// recurse, thread; or stackdump dlopen OUTFILE LIB (LIB: libchain.c built
+// recurse, thread, epilogue; or stackdump dlopen OUTFILE LIB (LIB: libchain.c built
 // as a shared library). Built at test time (see stack_test.go), usually
 // without frame pointers.
 //
@@ -53,6 +53,64 @@ static volatile uint64_t sink;
 		cap.len = n * 8;                                         \
 		captured = 1;                                            \
 	} while (0)
+
+// epilogue: main -> run_epilogue -> epi_leaf, captured in epi_leaf's
+// epilogue, after its pop %rbp and before its ret, with the CFI GCC
+// gives that point: the CFA is rsp+8 again, and rbp is still "saved at
+// CFA-16", a slot below sp that the pop has freed (so below any window
+// copied from sp). epi_leaf records the registers at epi_at, then calls
+// epi_copy, which copies the stack as CAPTURE does.
+uint64_t epi_regs[17];
+
+void epi_copy(void) {
+	memcpy(cap.regs, epi_regs, sizeof cap.regs);
+	volatile uint64_t *src = (volatile uint64_t *)cap.regs[7];
+	uint64_t n = (stack_end - cap.regs[7]) / 8;
+	if (n > sizeof(stackbuf) / 8)
+		n = sizeof(stackbuf) / 8;
+	for (uint64_t i = 0; i < n; i++)
+		stackbuf[i] = src[i];
+	cap.len = n * 8;
+	captured = 1;
+}
+
+void epi_leaf(void);
+__asm__(".text\n"
+	".globl epi_leaf\n"
+	".type epi_leaf, @function\n"
+	"epi_leaf:\n"
+	".cfi_startproc\n"
+	"push %rbp\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset %rbp, -16\n"
+	"mov %rsp, %rbp\n"
+	".cfi_def_cfa_register %rbp\n"
+	"xor %eax, %eax\n"
+	"pop %rbp\n"
+	".cfi_def_cfa %rsp, 8\n"
+	"epi_at:\n"
+	"lea epi_at(%rip), %rax\n"
+	"mov %rax, epi_regs+128(%rip)\n"
+	"mov %rsp, epi_regs+56(%rip)\n"
+	"mov %rbp, epi_regs+48(%rip)\n"
+	"mov %rbx, epi_regs+24(%rip)\n"
+	"mov %r12, epi_regs+96(%rip)\n"
+	"mov %r13, epi_regs+104(%rip)\n"
+	"mov %r14, epi_regs+112(%rip)\n"
+	"mov %r15, epi_regs+120(%rip)\n"
+	"sub $8, %rsp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"call epi_copy\n"
+	"add $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size epi_leaf, .-epi_leaf\n");
+
+__attribute__((noinline)) static void run_epilogue(void) {
+	epi_leaf();
+	sink += 4; // not a tail call
+}
 
 // find_stack_end sets stack_end to the end of the mapping holding addr.
 static void find_stack_end(uint64_t addr) {
@@ -220,7 +278,7 @@ static void dump(const char *path) {
 
 int main(int argc, char **argv) {
 	if (argc != 3 && !(argc == 4 && strcmp(argv[1], "dlopen") == 0)) {
-		fprintf(stderr, "usage: stackdump qsort|qsort24|signal|recurse|thread OUTFILE | dlopen OUTFILE LIB\n");
+		fprintf(stderr, "usage: stackdump qsort|qsort24|signal|recurse|thread|epilogue OUTFILE | dlopen OUTFILE LIB\n");
 		return 2;
 	}
 	int here;
@@ -241,6 +299,8 @@ int main(int argc, char **argv) {
 			run_dlopen(argv[3]);
 		else if (strcmp(mode, "recurse") == 0)
 			sink += rec(300);
+		else if (strcmp(mode, "epilogue") == 0)
+			run_epilogue();
 		else {
 			fprintf(stderr, "unknown mode %s\n", mode);
 			return 2;
