@@ -386,6 +386,21 @@ func TestSymDeletedBinary(t *testing.T) {
 	symCheckWorkload(t, out, "chain", "main", "chain_a", "chain_b", "chain_c")
 }
 
+// TestSymDeletedBinaryNoFP: a deleted binary built without frame
+// pointers keeps its whole stacks: the unwinder reads its CFI through
+// /proc/PID/map_files too (a package upgraded under a running process).
+func TestSymDeletedBinaryNoFP(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fomit-frame-pointer")
+	cmd := symStartWorkload(t, bin, "20")
+	symWaitMapped(t, cmd.Process.Pid, bin)
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	out := symProfilePID(t, cmd.Process.Pid, "1.5")
+	symCheckWorkload(t, out, "chain", "main", "chain_a", "chain_b", "chain_c")
+}
+
 // symWaitMapped waits until process pid has path mapped (it has exec'd).
 func symWaitMapped(t *testing.T, pid int, path string) {
 	t.Helper()

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +38,10 @@ type CodeObject struct {
 	Bias uint64
 	// Path opens the file from this process: <ProcRoot>/PID/root/<path>
 	// while the process lives, else the path itself when it is the
-	// same inode there; "" for CodeJIT and CodeVDSO, or when neither opens.
+	// same inode there, else <ProcRoot>/PID/map_files/<start>-<limit>
+	// (a file deleted or replaced since it was mapped: the mapped file
+	// itself, while the process lives; needs CAP_SYS_ADMIN or
+	// CAP_CHECKPOINT_RESTORE); "" for CodeJIT and CodeVDSO.
 	Path string
 	// Kind is CodeELF, CodeJIT or CodeVDSO.
 	Kind CodeKind
@@ -143,6 +147,10 @@ func (s *Symbolizer) codeObject(p *process, m *procMapping) *CodeObject {
 		c.Path = path
 	} else if unix.Stat(e.Path, &st) == nil && st.Ino == e.Inode {
 		c.Path = e.Path
+	} else {
+		// Deleted or replaced (a package upgraded under a running
+		// process): its CFI is in the mapped file itself.
+		c.Path = s.procs.path(p.pid, fmt.Sprintf("map_files/%x-%x", e.Start, e.Limit))
 	}
 	return c
 }

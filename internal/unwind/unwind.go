@@ -123,18 +123,25 @@ func cacheKey(obj Object) string {
 	return obj.Path
 }
 
-// procRoot returns "/proc/PID/root" when path is under it, so separate
-// debug files are looked up in the process's own file system.
+// procRoot returns "/proc/PID/root" when path is under it or under
+// /proc/PID/map_files, so separate debug files are looked up in the
+// process's own file system.
 func procRoot(path string) string {
 	if !strings.HasPrefix(path, "/proc/") {
 		return ""
 	}
 	rest := path[len("/proc/"):]
 	i := strings.IndexByte(rest, '/')
-	if i < 0 || !strings.HasPrefix(rest[i:], "/root/") {
+	if i < 0 {
 		return ""
 	}
-	return path[:len("/proc/")+i+len("/root")]
+	switch {
+	case strings.HasPrefix(rest[i:], "/root/"):
+		return path[:len("/proc/")+i+len("/root")]
+	case strings.HasPrefix(rest[i:], "/map_files/"):
+		return path[:len("/proc/")+i] + "/root"
+	}
+	return ""
 }
 
 const allRegs = 1<<numRegs - 1
