@@ -373,32 +373,24 @@ func symChildrenCPU(t *testing.T, stderr []byte) time.Duration {
 }
 
 // TestSymDeletedBinary: a binary deleted after its process started is
-// read through /proc/PID/map_files.
+// read through /proc/PID/map_files, for its names and, built without
+// frame pointers, for the CFI its whole stacks need (a package upgraded
+// under a running process: before, it had no CFI and every stack was cut
+// at its first frame).
 func TestSymDeletedBinary(t *testing.T) {
 	testutil.RequirePrivileges(t)
-	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fno-omit-frame-pointer")
-	cmd := symStartWorkload(t, bin, "20")
-	symWaitMapped(t, cmd.Process.Pid, bin)
-	if err := os.Remove(bin); err != nil {
-		t.Fatal(err)
+	for _, fp := range []string{"-fno-omit-frame-pointer", "-fomit-frame-pointer"} {
+		t.Run(fp, func(t *testing.T) {
+			bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", fp)
+			cmd := symStartWorkload(t, bin, "20")
+			symWaitMapped(t, cmd.Process.Pid, bin)
+			if err := os.Remove(bin); err != nil {
+				t.Fatal(err)
+			}
+			out := symProfilePID(t, cmd.Process.Pid, "1.5")
+			symCheckWorkload(t, out, "chain", "main", "chain_a", "chain_b", "chain_c")
+		})
 	}
-	out := symProfilePID(t, cmd.Process.Pid, "1.5")
-	symCheckWorkload(t, out, "chain", "main", "chain_a", "chain_b", "chain_c")
-}
-
-// TestSymDeletedBinaryNoFP: a deleted binary built without frame
-// pointers keeps its whole stacks: the unwinder reads its CFI through
-// /proc/PID/map_files too (a package upgraded under a running process).
-func TestSymDeletedBinaryNoFP(t *testing.T) {
-	testutil.RequirePrivileges(t)
-	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fomit-frame-pointer")
-	cmd := symStartWorkload(t, bin, "20")
-	symWaitMapped(t, cmd.Process.Pid, bin)
-	if err := os.Remove(bin); err != nil {
-		t.Fatal(err)
-	}
-	out := symProfilePID(t, cmd.Process.Pid, "1.5")
-	symCheckWorkload(t, out, "chain", "main", "chain_a", "chain_b", "chain_c")
 }
 
 // symWaitMapped waits until process pid has path mapped (it has exec'd).
