@@ -16,6 +16,7 @@ import (
 
 	"github.com/gprofile/gprofile/internal/symbolize"
 	"github.com/gprofile/gprofile/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // The end-to-end symbolization tests (issue 3, "Name every frame"): each
@@ -391,6 +392,36 @@ func TestSymDeletedBinary(t *testing.T) {
 			symCheckWorkload(t, out, "chain", "main", "chain_a", "chain_b", "chain_c")
 		})
 	}
+}
+
+// TestSymMemfdProgram: a program exec'd from a memfd file (maps path
+// "/memfd:NAME (deleted)", as a container runtime's sealed copy of itself
+// or an agent runs) is an ELF binary, not JIT code: named from its own
+// symbols and DWARF, its CFI read through /proc/PID/map_files (built
+// without frame pointers, so that its stacks need it).
+func TestSymMemfdProgram(t *testing.T) {
+	testutil.RequirePrivileges(t)
+	bin := testutil.BuildC(t, "testdata/chain.c", "-O2", "-g", "-fomit-frame-pointer")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.MemfdCreate("gprofile-chain", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "memfd")
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	// exec'd through this process's descriptor: the child's comm is the
+	// path's base name, the descriptor's number.
+	path := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
+	cmd := symStartWorkload(t, path, "20")
+	symWaitMapped(t, cmd.Process.Pid, "/memfd:gprofile-chain")
+	out := symProfilePID(t, cmd.Process.Pid, "1.5")
+	symCheckWorkload(t, out, symComm(path), "main", "chain_a", "chain_b", "chain_c")
 }
 
 // symWaitMapped waits until process pid has path mapped (it has exec'd).

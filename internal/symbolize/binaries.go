@@ -40,10 +40,17 @@ func keyOf(e *procmaps.Entry) binKey {
 }
 
 // isFilePath reports whether a maps path names a file that may be ELF:
-// an absolute path, but not a memfd or a SysV shared memory segment.
+// an absolute path, but not a SysV shared memory segment. A memfd file
+// (isMemfd) may be either a program exec'd from it or JIT code.
 func isFilePath(path string) bool {
-	return strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "/memfd:") && !strings.HasPrefix(path, "/SYSV")
+	return strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "/SYSV")
 }
+
+// isMemfd reports whether a maps path names a memfd file ("/memfd:NAME",
+// memfd_create(2)): JIT code that a perf map names, or an ELF program
+// exec'd from it (a sealed copy of itself that a container runtime or an
+// agent runs, read through /proc/PID/map_files like a deleted file).
+func isMemfd(path string) bool { return strings.HasPrefix(path, "/memfd:") }
 
 // opened is what opening a mapping's file gave: the shared Mapping, the
 // Binary and the load bias, or the reason there is no Binary.
@@ -68,9 +75,12 @@ func (s *Symbolizer) opening(pid uint32, e *procmaps.Entry) opened {
 	case e.Path == "[vdso]":
 		o.bin, o.reason = s.vdsoFor(e), ReasonNoSymbol
 	case !isFilePath(e.Path):
-		o.reason = ReasonNoSymbol // anonymous memory, [vsyscall], [anon:...], memfd
+		o.reason = ReasonNoSymbol // anonymous memory, [vsyscall], [anon:...]
 	default:
 		o.bin, o.reason = s.binary(pid, e)
+		if o.bin == nil && isMemfd(e.Path) {
+			o.reason = ReasonNoSymbol // JIT code, not a program: the perf map names it
+		}
 	}
 	if o.bin != nil {
 		o.reason = ReasonNone

@@ -89,8 +89,8 @@ func (s *Symbolizer) BadReturnAddress(pid uint32, addr uint64) bool {
 	if m == nil {
 		return p.inData(addr - 1) // no code there: the stack, the heap
 	}
-	if !m.opened || !isFilePath(m.entry.Path) || m.entry.Inode == 0 {
-		return false
+	if !m.opened || !isFilePath(m.entry.Path) || m.entry.Inode == 0 || isMemfd(m.entry.Path) && m.bin == nil {
+		return false // no file, or JIT code in a memfd (which it may rewrite)
 	}
 	e := &m.entry
 	key := callKey{dev: e.Device, inode: e.Inode, offset: addr - e.Start + e.Offset}

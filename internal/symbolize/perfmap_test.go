@@ -35,25 +35,34 @@ func TestStackPerfMap(t *testing.T) {
 	const pid = 90
 	jit := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0000100000, Perms: "rwxp"}
 	named := procmaps.Entry{Start: 0x7f0000200000, Limit: 0x7f0000300000, Perms: "r-xp", Path: "[anon:v8 code]"}
+	// JIT code double-mapped from a memfd file, which is no ELF program.
+	memfd := procmaps.Entry{Start: 0x7f0000400000, Limit: 0x7f0000500000, Perms: "r-xp", Path: "/memfd:doublemapper", Inode: 77, Deleted: true}
 	fp := newFakeProc(t)
-	fp.setMaps(pid, jit, named)
+	fp.setMaps(pid, jit, named, memfd)
+	code := filepath.Join(t.TempDir(), "jit-code")
+	if err := os.WriteFile(code, []byte(strings.Repeat("\xcc", 4096)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp.linkMapFile(pid, memfd, code)
 	root := fp.fakeRoot(pid)
 	writePerfMap(t, root, pid, false,
 		"7f0000001000 100 LazyCompile:*hot /tmp/hot.js:3",
 		"7f0000200000 40 _ZN2ns7mangledEi",
 		"7f0000800000 10 outside every mapping",
+		"7f0000400100 20 jitted_in_memfd",
 		"garbage line",
 		strings.Repeat("y", 10<<20))
 	s := fp.symbolizer("testdata/kallsyms.txt")
 	now := time.Unix(1000, 0)
 	s.procs.now = func() time.Time { return now }
 	s.procs.settle = nil // no unasked reads on real timers
-	ips := []uint64{0x7f0000001010, 0x7f0000200011, 0x7f0000800001, 0x7f0000002001}
+	ips := []uint64{0x7f0000001010, 0x7f0000200011, 0x7f0000800001, 0x7f0000400111, 0x7f0000002001}
 	st := s.Stack(pid, nil, ips)
 	checkFrames(t, st.Frames, []wantFrame{
 		{"LazyCompile:*hot /tmp/hot.js:3", ReasonNone, ""},
 		{"ns::mangled(int)", ReasonNone, "[anon:v8 code]"},
 		{"outside every mapping", ReasonNone, fmt.Sprintf("[perf-%d.map]", pid)},
+		{"jitted_in_memfd", ReasonNone, "/memfd:doublemapper"},
 		{"", ReasonNoSymbol, ""},
 	})
 	if f := st.Frames[0]; f.SymbolStart != 0x7f0000001000 || f.SystemName != f.Function {
@@ -67,9 +76,9 @@ func TestStackPerfMap(t *testing.T) {
 	// at most every perfMapCheckInterval.
 	writePerfMap(t, root, pid, true, "7f0000002000 80 LazyCompile:*later /tmp/hot.js:9")
 	now = now.Add(perfMapCheckInterval / 2)
-	checkFrames(t, s.Stack(pid, nil, ips[3:]).Frames, []wantFrame{{"", ReasonNoSymbol, ""}})
+	checkFrames(t, s.Stack(pid, nil, ips[4:]).Frames, []wantFrame{{"", ReasonNoSymbol, ""}})
 	now = now.Add(perfMapCheckInterval)
-	checkFrames(t, s.Stack(pid, nil, ips[3:]).Frames, []wantFrame{{"LazyCompile:*later /tmp/hot.js:9", ReasonNone, ""}})
+	checkFrames(t, s.Stack(pid, nil, ips[4:]).Frames, []wantFrame{{"LazyCompile:*later /tmp/hot.js:9", ReasonNone, ""}})
 }
 
 // nsJITProcess fakes process pid, in a PID namespace where it is nspid,

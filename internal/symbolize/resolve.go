@@ -31,15 +31,29 @@ func (s *Symbolizer) resolveCached(p *process, addr uint64) (frameInfo, *procMap
 	switch {
 	case m == nil && !p.seen:
 		return frameInfo{reason: p.unseen}, nil // not cached: retried later
-	case m == nil, isJITMapping(m.entry.Path):
+	case m == nil, isJITMapping(m.entry.Path) && !s.memfdProgram(p, m):
 		return s.resolveJIT(p, m, addr), nil // not cached: JIT code changes
 	}
 	return frameInfo{}, m
 }
 
+// memfdProgram reports whether m is a memfd file that holds an ELF
+// program (isMemfd), opening it on first use (openLocked, which releases
+// s.procs.mu while it reads the file); false for any other mapping.
+func (s *Symbolizer) memfdProgram(p *process, m *procMapping) bool {
+	if !isMemfd(m.entry.Path) {
+		return false
+	}
+	if !m.opened {
+		s.openLocked(p.pid, m)
+	}
+	return m.bin != nil
+}
+
 // isJITMapping reports whether a mapping of this path may hold code that
 // a JIT compiler made: anonymous memory, named ([anon:…]) or not, and
-// memfd files; the perf map names it.
+// memfd files that hold no ELF program (memfdProgram); the perf map
+// names it.
 func isJITMapping(path string) bool {
 	switch {
 	case path == "", strings.HasPrefix(path, "[anon"), strings.HasPrefix(path, "/memfd:"):
