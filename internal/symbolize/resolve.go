@@ -56,7 +56,7 @@ func (s *Symbolizer) memfdProgram(p *process, m *procMapping) bool {
 // names it.
 func isJITMapping(path string) bool {
 	switch {
-	case path == "", strings.HasPrefix(path, "[anon"), strings.HasPrefix(path, "/memfd:"):
+	case path == "", strings.HasPrefix(path, "[anon"), isMemfd(path):
 		return true
 	}
 	return false
