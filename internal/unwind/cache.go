@@ -70,6 +70,18 @@ func (c *tableCache) get(key string, load func() *Table) *Table {
 	return tab
 }
 
+// forget drops key's entry when it holds tab (and not a table built
+// since), so that the next get builds it again.
+func (c *tableCache) forget(key string, tab *Table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil && e.tab == tab {
+		c.unlink(e)
+		delete(c.m, key)
+		c.bytes -= e.size
+	}
+}
+
 // evict drops a built entry; entries still being built are skipped (moved to the front).
 func (c *tableCache) evict(e *cacheEntry) {
 	c.unlink(e)

@@ -138,3 +138,30 @@ func TestTableCache(t *testing.T) {
 		t.Errorf("builds %v: k1 should have been evicted, k0 kept", builds)
 	}
 }
+
+// TestTableGoneWithProcess: a table whose /proc path went with its
+// process is not kept under its key, so that another process of the
+// same file (the same Key) builds it from its own path; a file that
+// does not read elsewhere stays a failure read once.
+func TestTableGoneWithProcess(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := New(Options{})
+	gone := Object{Key: "same-build-id", Path: "/proc/2147483647/map_files/1000-2000"}
+	if tab := u.Table(gone); tab.Stats().Err == nil {
+		t.Fatalf("table of %s built, want an error", gone.Path)
+	}
+	if tab := u.Table(Object{Key: gone.Key, Path: self}); tab.Stats().Err != nil || !tab.HasCFI() {
+		t.Fatalf("the same key from a live path: err %v, CFI %v; want the test binary's table", tab.Stats().Err, tab.HasCFI())
+	}
+	missing := Object{Key: "missing", Path: filepath.Join(t.TempDir(), "nothing")}
+	u.Table(missing)
+	if tab := u.Table(Object{Key: missing.Key, Path: self}); tab.Stats().Err == nil {
+		t.Errorf("a path outside /proc that failed was built again; want its failure kept")
+	}
+	if n := u.Stats().Loads; n != 3 {
+		t.Errorf("%d loads, want 3 (gone, live, missing)", n)
+	}
+}

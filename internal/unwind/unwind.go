@@ -1,8 +1,11 @@
 package unwind
 
 import (
+	"errors"
+	"io/fs"
 	"strings"
 	"sync/atomic"
+	"syscall"
 )
 
 // Defaults of Options.
@@ -80,12 +83,16 @@ func (u *Unwinder) Stats() Stats {
 }
 
 // Table returns the cached table of obj, building it on first use (nil
-// for KindJIT objects, which have none).
+// for KindJIT objects, which have none). A table whose file did not
+// read or parse is kept too (its pcs stop with StopNoCFI), but for one
+// whose /proc path went with its process (goneWithProcess): the next
+// object of that Key builds it again.
 func (u *Unwinder) Table(obj Object) *Table {
 	if obj.Kind == KindJIT {
 		return nil
 	}
-	return u.cache.get(cacheKey(obj), func() *Table {
+	key := cacheKey(obj)
+	t := u.cache.get(key, func() *Table {
 		u.counts.loads.Add(1)
 		var t *Table
 		var err error
@@ -100,6 +107,22 @@ func (u *Unwinder) Table(obj Object) *Table {
 		}
 		return t
 	})
+	if goneWithProcess(obj.Path, t.stats.Err) {
+		// The path was one process's view of the file (its root, its
+		// map_files), and the process is gone: another process of the
+		// same file (the same Key) has a view of its own.
+		u.cache.forget(key, t)
+	}
+	return t
+}
+
+// goneWithProcess reports whether err is a table load's failure to open
+// path because a process in /proc (the one whose view path was) has
+// exited: the file still exists elsewhere, unlike a file that does not
+// read or parse, whose failure is kept so that it is read once.
+func goneWithProcess(path string, err error) bool {
+	return err != nil && strings.HasPrefix(path, "/proc/") &&
+		(errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH))
 }
 
 // HasTable reports whether Unwind can step through obj's frames without
