@@ -80,8 +80,7 @@ var reElapsed = regexp.MustCompile(`lost\) in ([0-9.]+) s`)
 // longRun samples with gprofile at 999 Hz for o.longSecs while the
 // workload keeps every CPU busy.
 func longRun(o *options) (*runResult, error) {
-	dir := filepath.Join(o.work, "long")
-	stop, err := longWorkload(o, dir)
+	dir, stop, err := longWorkload(o)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +113,7 @@ func longRun(o *options) (*runResult, error) {
 // of both matter less than in the 8 s rounds. perf.data (about 8 KiB a
 // sample) is removed afterwards.
 func longPerfDwarfRun(o *options) (*runResult, error) {
-	dir := filepath.Join(o.work, "long")
-	stop, err := longWorkload(o, dir)
+	dir, stop, err := longWorkload(o)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +122,8 @@ func longPerfDwarfRun(o *options) (*runResult, error) {
 	defer os.Remove(data)
 	logf("long run: perf record -F 999 -a --call-graph dwarf -- sleep %d, then perf report", o.longSecs)
 	limit := time.Duration(o.longSecs+600) * time.Second
-	rec, err := runFG(dir, "perf-dwarf", limit, nil, append(append([]string{o.p.perf, "record", "-e", "cpu-clock", "-F", "999", "-a"},
-		perfCallGraph("perf-dwarf")...), "-o", data, "--", "sleep", strconv.Itoa(o.longSecs))...)
+	argv := append(append([]string{o.p.perf}, perfRecordArgs("perf-dwarf", 999)...), "-o", data, "--", "sleep", strconv.Itoa(o.longSecs))
+	rec, err := runFG(dir, "perf-dwarf", limit, nil, argv...)
 	if err != nil {
 		return nil, err
 	}
@@ -151,19 +149,21 @@ func longPerfDwarfRun(o *options) (*runResult, error) {
 	return res, nil
 }
 
-// longWorkload starts the workload for a long run in dir and returns
-// what stops it (safe to call twice).
-func longWorkload(o *options, dir string) (stop func(), err error) {
+// longWorkload starts the workload for a long run in the long runs'
+// directory, o.work/long, and returns that directory and what stops the
+// workload (safe to call twice).
+func longWorkload(o *options) (dir string, stop func(), err error) {
+	dir = filepath.Join(o.work, "long")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	w, err := startBG(dir, "workload", nil, o.p.workload, strconv.Itoa(o.longSecs+5))
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	time.Sleep(200 * time.Millisecond)
 	var once sync.Once
-	return func() {
+	return dir, func() {
 		once.Do(func() {
 			w.signal(syscall.SIGKILL)
 			w.wait(10 * time.Second)

@@ -29,6 +29,13 @@ func perfCallGraph(cfg string) []string {
 	return []string{"-g"}
 }
 
+// perfRecordArgs returns perf record's arguments (after "record") for
+// cfg at hz: the cpu-clock event on every CPU, with cfg's call graph,
+// the same in the rounds, the captures and the long run.
+func perfRecordArgs(cfg string, hz int) []string {
+	return append([]string{"record", "-e", "cpu-clock", "-F", strconv.Itoa(hz), "-a"}, perfCallGraph(cfg)...)
+}
+
 // paths are the programs the harness runs.
 type paths struct {
 	workload, floor, gprofile, perf, bpftrace, bcc string
@@ -106,7 +113,7 @@ func (s *session) startPerf() error {
 	if s.ack, err = os.OpenFile(ack, os.O_RDWR, 0); err != nil {
 		return err
 	}
-	args := append([]string{"record", "-e", "cpu-clock", "-F", strconv.Itoa(s.hz), "-a"}, perfCallGraph(s.cfg)...)
+	args := perfRecordArgs(s.cfg, s.hz)
 	args = append(args, "-o", filepath.Join(s.dir, "perf.data"), "--control", "fifo:"+ctl+","+ack, "-D", "-1")
 	s.main, err = startBG(s.dir, s.cfg, nil, append([]string{s.p.perf}, args...)...)
 	if err != nil {
@@ -236,7 +243,7 @@ func captureArgv(cfg string, hz int, dir string, p *paths) (argvs [][]string, en
 	switch cfg {
 	case "perf", "perf-dwarf":
 		data := filepath.Join(dir, "cap.data")
-		rec := append([]string{p.perf, "record", "-e", "cpu-clock", "-F", f, "-a"}, perfCallGraph(cfg)...)
+		rec := append([]string{p.perf}, perfRecordArgs(cfg, hz)...)
 		return [][]string{
 			append(rec, "-o", data, "--", "sleep", "1"),
 			{p.perf, "report", "--stdio", "-i", data},
