@@ -84,7 +84,7 @@ func (s *Symbolizer) opening(pid uint32, e *procmaps.Entry) opened {
 	}
 	if o.bin != nil {
 		o.reason = ReasonNone
-		o.mapping.BuildID = o.bin.BuildID()
+		o.mapping.BuildID, o.mapping.program = o.bin.BuildID(), true
 		o.bias, o.biasOK = o.bin.Bias(e.Start, e.Offset)
 	} else if o.reason == ReasonBadELF {
 		o.mapping.BuildID = s.buildIDOf(e)

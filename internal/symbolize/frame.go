@@ -69,6 +69,10 @@ type Mapping struct {
 	// Device and Inode identify the file (from /proc/PID/maps); 0 for the
 	// kernel and pseudo-paths.
 	Device, Inode uint64
+
+	// program: the file was read as an ELF binary (a memfd program
+	// among them), so that JIT reports false for it.
+	program bool
 }
 
 // Reason says why a frame has no function name.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gprofile/gprofile/internal/symbolize/procmaps"
+	"golang.org/x/sys/unix"
 )
 
 // writePerfMap writes (append false) or appends lines to the perf map
@@ -168,4 +169,45 @@ func TestPerfMapAbsentBackoff(t *testing.T) {
 	writePerfMap(t, root, nspid, false, "7f0000000100 100 JS:*late")
 	look(at-time.Millisecond, "")
 	look(at, "JS:*late")
+}
+
+// TestMemfdProgramNotJIT: a memfd file that holds an ELF program is read
+// as a binary, and its frames, named or not, are not JIT memory
+// (Mapping.JIT), whose unnamed frames the recorder names again later; a
+// memfd file that holds no ELF program is.
+func TestMemfdProgramNotJIT(t *testing.T) {
+	const pid = 91
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(exe, &st); err != nil {
+		t.Fatal(err)
+	}
+	program := procmaps.Entry{Start: 0x7f0000000000, Limit: 0x7f0001000000, Perms: "r-xp", Path: "/memfd:sealed-agent", Inode: st.Ino, Device: st.Dev, Deleted: true}
+	jit := procmaps.Entry{Start: 0x7f0002000000, Limit: 0x7f0002100000, Perms: "r-xp", Path: "/memfd:doublemapper", Inode: 78, Deleted: true}
+	fp := newFakeProc(t)
+	fp.setMaps(pid, program, jit)
+	fp.linkMapFile(pid, program, exe)
+	code := filepath.Join(t.TempDir(), "jit-code")
+	if err := os.WriteFile(code, []byte(strings.Repeat("\xcc", 4096)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp.linkMapFile(pid, jit, code)
+	s := fp.symbolizer("testdata/kallsyms.txt")
+	frames := s.Stack(pid, nil, []uint64{program.Start + 0x2000, jit.Start + 0x100}).Frames
+	if len(frames) < 2 {
+		t.Fatalf("frames = %+v, want one of each mapping at least", frames)
+	}
+	prog, other := frames[0], frames[len(frames)-1]
+	if prog.Mapping == nil || prog.Mapping.Path != program.Path || prog.Reason == ReasonNoAccess || prog.Reason == ReasonBadELF {
+		t.Fatalf("program frame = %+v, want it read from %s", prog, program.Path)
+	}
+	if prog.Mapping.JIT() {
+		t.Errorf("program frame %+v: Mapping.JIT() = true, want false (an ELF program)", prog)
+	}
+	if other.Mapping == nil || other.Mapping.Path != jit.Path || !other.Mapping.JIT() {
+		t.Errorf("JIT frame = %+v, want Mapping.JIT() true for %s", other, jit.Path)
+	}
 }

@@ -63,9 +63,10 @@ func isJITMapping(path string) bool {
 }
 
 // JIT reports whether m (nil: false) is memory a JIT compiler may fill:
-// anonymous, named ([anon:…]) or not, or a memfd file (isJITMapping),
-// whose code a perf map names, possibly only after it first runs.
-func (m *Mapping) JIT() bool { return m != nil && isJITMapping(m.Path) }
+// anonymous, named ([anon:…]) or not, or a memfd file that holds no ELF
+// program (isJITMapping), whose code a perf map names, possibly only
+// after it first runs.
+func (m *Mapping) JIT() bool { return m != nil && !m.program && isJITMapping(m.Path) }
 
 // resolveJIT names addr, in the anonymous mapping m or (m nil) in no
 // mapping of p, from p's perf map.
