@@ -45,8 +45,8 @@ func summaryLine(t *testing.T, stderr string) (int64, time.Duration) {
 
 // TestSignalWritesProfile: SIGINT and SIGTERM, sent once sampling runs,
 // stop it and write everything gathered: the profile holds as many
-// samples as the summary says, and the chain workload's share matches the
-// CPU it got meanwhile.
+// samples as the summary says, and the chain workload's samples (its pid's:
+// other processes may be called chain) match the CPU it got meanwhile.
 func TestSignalWritesProfile(t *testing.T) {
 	testutil.RequirePrivileges(t)
 	chain, _ := startChain(t, 30)
@@ -55,20 +55,19 @@ func TestSignalWritesProfile(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "sig.pb.gz")
 			p := startGprofile(t, nil, "-v", "-f", "499", "-o", path)
 			p.waitFor("gprofile: sampling started", 30*time.Second)
-			// The chain's CPU share over the sampled second, as the
-			// kernel counted it (a loaded machine gives it less than 1).
+			// The chain's CPU time over the second sampled, as the kernel
+			// counted it (a loaded machine gives it less than the second),
+			// read from sampling's start to the signal that ends it.
 			chainStat := strconv.Itoa(chain.Process.Pid)
 			cpu0, err := testutil.CPUTime(chainStat)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t0 := time.Now()
 			time.Sleep(time.Second) // the window sampled, not a synchronisation
 			cpu1, err := testutil.CPUTime(chainStat)
 			if err != nil {
 				t.Fatal(err)
 			}
-			share := min(1, (cpu1-cpu0).Seconds()/time.Since(t0).Seconds())
 			p.cmd.Process.Signal(sig)
 			if code := p.wait(60 * time.Second); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, p.said())
@@ -78,16 +77,17 @@ func TestSignalWritesProfile(t *testing.T) {
 			var written, chainSamples int64
 			for _, s := range prof.Sample {
 				written += s.Value[0]
-				if comm := s.Label["comm"]; len(comm) > 0 && comm[0] == "chain" {
+				if pid := s.NumLabel["pid"]; len(pid) == 1 && pid[0] == int64(chain.Process.Pid) {
 					chainSamples += s.Value[0]
 				}
 			}
 			if written != total {
 				t.Errorf("%d samples written, the summary says %d", written, total)
 			}
-			want := share * elapsed.Seconds() * 499
+			got := cpu1 - cpu0
+			want := got.Seconds() * 499
 			if float64(chainSamples) < want*0.5 || float64(chainSamples) > want*1.5+20 {
-				t.Errorf("%d samples of the chain in %v, want about %.0f (its CPU share %.2f at 499 Hz)", chainSamples, elapsed, want, share)
+				t.Errorf("%d samples of the chain (pid %d) in %v sampled, want about %.0f (%v of CPU at 499 Hz)", chainSamples, chain.Process.Pid, elapsed, want, got)
 			}
 		})
 	}
