@@ -14,17 +14,26 @@ const maxOriginHops = 4
 
 // inlineTree is the code-bearing part of a CU's DIE tree: every
 // DW_TAG_subprogram with code and every DW_TAG_inlined_subroutine, in
-// pre-order.
+// pre-order. The children of a subprogram outside any other (a unit's
+// functions) are read when a lookup first lands in it (Table.expandNode):
+// a unit read for one address (a line memo's miss) reads the inlined
+// calls of one function, not of all (BenchmarkUnitFirstLookup).
 type inlineTree struct {
 	nodes  []inlNode
 	ranges [][2]uint64 // [lo, hi) address ranges of the nodes
 	funcs  []pcRange   // subprogram ranges, sorted by lo; idx is into nodes
+	// kids holds the subtrees read late: nodes[kids[i][0]:kids[i][1]]
+	// for node i, appended after the rest.
+	kids map[int32][2]int32
+	// unread is how many nodes still have lazy set.
+	unread int
 }
 
 // inlNode is a subprogram (physical) or an inlined call. Its subtree is
-// nodes[i+1:end]; its ranges are tree.ranges[rlo:rhi]. Its name is
-// resolved from die on first use and kept in Table.nodeNames: most
-// nodes are never named, and a node is 32 bytes without one.
+// nodes[i+1:end], or the span kids holds for it when it was read late;
+// its ranges are tree.ranges[rlo:rhi]. Its name is resolved from die on
+// first use and kept in Table.nodeNames: most nodes are never named, and
+// a node is 32 bytes without one.
 type inlNode struct {
 	die      uint64 // .debug_info offset of the DIE
 	end      int32
@@ -32,6 +41,7 @@ type inlNode struct {
 	callFile uint32 // DW_AT_call_file, a file index of the CU
 	callLine uint32 // DW_AT_call_line
 	physical bool
+	lazy     bool // a subprogram whose children are not read yet
 }
 
 // funcName is a function's display and system (linkage) names.
@@ -47,8 +57,9 @@ func (t *inlineTree) contains(n *inlNode, pc uint64) bool {
 	return false
 }
 
-// readInlineTree walks cu's DIEs into cu.tree. On corrupt DWARF the tree
-// is dropped, and cu's addresses get no inlined frames.
+// readInlineTree walks cu's DIEs into cu.tree, leaving the children of
+// its functions (subprograms in no other) for expandNode. On corrupt
+// DWARF the tree is dropped, and cu's addresses get no inlined frames.
 func (u *unitLoader) readInlineTree(cu *cuLines) {
 	t := &cu.tree
 	defer func() {
@@ -65,13 +76,25 @@ func (u *unitLoader) readInlineTree(cu *cuLines) {
 		return
 	}
 	w := treeWalk{tree: t, depth: 1}
+	if !u.walkTree(&r, &w, true) {
+		*t = inlineTree{} // half a tree would mislead
+		return
+	}
+	sortFuncs(t)
+}
+
+// walkTree reads DIEs from r into w's tree until w.depth falls to 0 (the
+// end of the child list it started in); with lazy, a subprogram with
+// code outside any other gets its children skipped and is marked lazy.
+// False on corrupt DWARF.
+func (u *unitLoader) walkTree(r *dieReader, w *treeWalk, lazy bool) bool {
+	t := w.tree
 	for w.depth > 0 {
 		off := uint64(r.b.off)
 		ab := r.next()
 		if ab == nil {
 			if r.b.bad {
-				*t = inlineTree{} // half a tree would mislead
-				return
+				return false
 			}
 			w.close(0) // the CU's terminator is missing
 			break
@@ -80,20 +103,103 @@ func (u *unitLoader) readInlineTree(cu *cuLines) {
 			w.close(w.depth - 1)
 			continue
 		}
-		n, sib := u.treeNode(t, &r, ab, off, w.inFunc > 0)
+		n, sib := u.treeNode(t, r, ab, off, w.inFunc > 0)
 		switch {
 		case r.b.bad:
-			*t = inlineTree{}
-			return
+			return false
 		case n < 0 && !holdsCode(ab.tag):
 			if ab.children {
 				r.skipChildren(off, sib)
 			}
+		case lazy && n >= 0 && w.inFunc == 0 && t.nodes[n].physical && ab.children:
+			t.nodes[n].lazy = true
+			t.unread++
+			r.skipChildren(off, sib)
 		case ab.children:
 			w.open(n)
 		}
+		if r.b.bad {
+			return false
+		}
 	}
+	return true
+}
+
+// sortFuncs sorts t.funcs by address.
+func sortFuncs(t *inlineTree) {
 	slices.SortFunc(t.funcs, func(a, b pcRange) int { return cmp.Compare(a.lo, b.lo) })
+}
+
+// expandNode reads the children of node i of cu's tree when they are not
+// read yet (lazy), appending them to the tree (kids) and their
+// subprograms to funcs, and reports whether funcs grew. On corrupt DWARF
+// the node keeps no children: its addresses get no inlined frames. The
+// caller holds x.mu.
+func (x *Table) expandNode(cu *cuLines, i int) (grew bool) {
+	t := &cu.tree
+	n := &t.nodes[i]
+	if !n.lazy {
+		return false
+	}
+	n.lazy = false
+	t.unread--
+	nodes, ranges, funcs := len(t.nodes), len(t.ranges), len(t.funcs)
+	u := x.own
+	die := n.die
+	end := 0 // .debug_info offset where the children end
+	ok := func() (ok bool) {
+		defer func() {
+			if recover() != nil {
+				ok = false
+			}
+		}()
+		r, ok := u.d.newDIEReader(cu.u, die)
+		if !ok {
+			return false
+		}
+		ab := r.next()
+		if ab == nil || ab == &nullDIE || !ab.children {
+			return false
+		}
+		r.skipAttrs(ab)
+		if r.b.bad {
+			return false
+		}
+		w := treeWalk{tree: t, depth: 1, inFunc: 1}
+		ok = u.walkTree(&r, &w, false)
+		end = r.b.off
+		return ok
+	}()
+	if u.release {
+		u.d.InfoZ.release(int(die), end) // as loadUnit does
+	}
+	if !ok {
+		t.nodes, t.ranges, t.funcs = t.nodes[:nodes], t.ranges[:ranges], t.funcs[:funcs]
+		return false
+	}
+	if t.kids == nil {
+		t.kids = make(map[int32][2]int32)
+	}
+	t.kids[int32(i)] = [2]int32{int32(nodes), int32(len(t.nodes))}
+	if len(t.funcs) > funcs {
+		sortFuncs(t)
+		return true
+	}
+	return false
+}
+
+// expandAll reads the children of every lazy node of cu's tree: a pc in
+// none of the functions found so far may be in one nested in another
+// (a GCC nested function, an OpenMP region). It reports whether funcs
+// grew.
+func (x *Table) expandAll(cu *cuLines) (grew bool) {
+	t := &cu.tree
+	for i := 0; t.unread > 0 && i < len(t.nodes); i++ {
+		if x.expandNode(cu, i) {
+			grew = true
+		}
+	}
+	return grew
 }
 
 // skipChildren moves r past the children of the DIE at off just read:
@@ -321,15 +427,29 @@ func (x *Table) expand(cu *cuLines, pc uint64, sp *span) []srcline.Line {
 	t := &cu.tree
 	funcBounds := func(r *pcRange) (uint64, uint64) { return r.lo, r.hi }
 	fi, ok := narrowFind(sp, t.funcs, pc, funcBounds, nil)
+	if !ok && x.expandAll(cu) {
+		fi, ok = narrowFind(sp, t.funcs, pc, funcBounds, nil)
+	}
 	if !ok {
 		if file == "" && line == 0 {
 			return nil
 		}
 		return []srcline.Line{{File: file, Line: line}}
 	}
+	// Reading the function's children may add subprograms nested in it,
+	// one of which may be the one that holds pc.
 	root := int(t.funcs[fi].idx)
+	for x.expandNode(cu, root) {
+		if fi, ok := narrowFind(sp, t.funcs, pc, funcBounds, nil); ok {
+			root = int(t.funcs[fi].idx)
+		}
+	}
 	chain := x.chain[:0]
-	for i, limit := root+1, int(t.nodes[root].end); i < limit; {
+	lo, limit := root+1, int(t.nodes[root].end)
+	if k, ok := t.kids[int32(root)]; ok {
+		lo, limit = int(k[0]), int(k[1])
+	}
+	for i := lo; i < limit; {
 		n := &t.nodes[i]
 		if n.physical {
 			i = max(int(n.end), i+1)

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gprofile/gprofile/internal/symbolize/elfio"
 	"github.com/gprofile/gprofile/internal/symbolize/internal/symtest"
 	"github.com/gprofile/gprofile/internal/testutil"
 )
@@ -283,4 +286,100 @@ func TestDWARFReaderOnLibc(t *testing.T) {
 	}
 	ours, std := loadBoth(t, debug)
 	compareUnits(t, ours, std)
+}
+
+// TestInlineTreeLazy: a unit read for one address has the inlined calls
+// of the function that holds it, and of no other of its functions; an
+// address in a function nested in one not read yet (a GCC nested
+// function) reads them all, and is named.
+func TestInlineTreeLazy(t *testing.T) {
+	bin := symtest.BuildNested(t)
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ef, lr, err := elfio.OpenELF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Load(ef, lr, nil)
+	if d == nil {
+		t.Fatal("Load: no DWARF")
+	}
+	x := NewTable(d)
+	plain := symtest.ElfSymbol(t, bin, "plain").Value
+	if ls := x.Lines(plain + 4); len(ls) == 0 || ls[len(ls)-1].Function != "plain" {
+		t.Fatalf("Lines(plain+4) = %v, want plain last", ls)
+	}
+	cu := x.unitFor(plain)
+	tr := &cu.tree
+	var read, lazy []string
+	for i := range tr.nodes {
+		n := &tr.nodes[i]
+		if !n.physical {
+			continue
+		}
+		name := x.nodeName(n).display
+		if n.lazy {
+			lazy = append(lazy, name)
+		} else {
+			read = append(read, name)
+		}
+	}
+	if !slices.Contains(read, "plain") || !slices.Contains(lazy, "outer") || !slices.Contains(lazy, "main") || tr.unread != len(lazy) {
+		t.Fatalf("after a lookup in plain: read %v, lazy %v (unread %d), want plain read and outer, main lazy", read, lazy, tr.unread)
+	}
+	inner := symtest.ElfSymbol(t, bin, "inner.0").Value
+	if ls := x.Lines(inner); len(ls) == 0 || ls[len(ls)-1].Function != "inner" {
+		t.Errorf("Lines(inner.0) = %v, want inner last", ls)
+	}
+	if tr.unread != 0 {
+		t.Errorf("after a lookup in a nested function: %d functions unread, want 0", tr.unread)
+	}
+}
+
+// BenchmarkUnitFirstLookup measures the first lookup of an address in a
+// unit of 400 functions, each with three inlined calls (gcc -O2 -g): the
+// unit's line table and its inline tree are read, the latter holding the
+// inlined calls of the one function looked up (Table.expandNode), as a
+// line memo's miss reads a large unit of an interpreter.
+func BenchmarkUnitFirstLookup(b *testing.B) {
+	gcc := symtest.LookPath(b, "gcc", "builds the benchmark's program")
+	dir := b.TempDir()
+	var src strings.Builder
+	src.WriteString("static inline __attribute__((always_inline)) int h1(int x) { return x * 3 + (x >> 2); }\n")
+	src.WriteString("static inline __attribute__((always_inline)) int h2(int x) { int s = 0; for (int k = 0; k < x; k++) s += h1(k ^ x); return s; }\n")
+	src.WriteString("static inline __attribute__((always_inline)) int h3(int x) { return h2(x) - h1(x + 1); }\n")
+	for i := range 400 {
+		fmt.Fprintf(&src, "__attribute__((noinline)) int f%d(int x) { int a = h3(x + %d); for (int k = 0; k < x; k++) a += h2(k) * h1(a); return a + h3(a & %d); }\n", i, i, i+7)
+	}
+	src.WriteString("int main(void) { return 0; }\n")
+	c := filepath.Join(dir, "big.c")
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "big")
+	symtest.Run(b, gcc, "-O2", "-g", "-gz=none", "-o", bin, c)
+	f, err := os.Open(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	ef, lr, err := elfio.OpenELF(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := Load(ef, lr, nil)
+	if d == nil {
+		b.Fatal("Load: no DWARF")
+	}
+	pc := symtest.ElfSymbol(b, bin, "f200").Value + 8
+	b.ReportAllocs()
+	for b.Loop() {
+		x := NewTable(d)
+		if ls := x.Lines(pc); len(ls) == 0 {
+			b.Fatal("no lines")
+		}
+	}
 }

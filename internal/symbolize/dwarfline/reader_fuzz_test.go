@@ -40,6 +40,11 @@ func FuzzDWARFReader(f *testing.F) {
 		loader := newUnitLoader(dd)
 		for _, cu := range x.units {
 			cu.once.Do(func() { loader.loadUnit(cu) })
+			if cu.u != nil { // the functions' inlined calls, read late
+				x.mu.Lock()
+				x.expandAll(cu)
+				x.mu.Unlock()
+			}
 			for i := range cu.tree.nodes {
 				loader.nameAt(cu.tree.nodes[i].die, maxOriginHops)
 			}

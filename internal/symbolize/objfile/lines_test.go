@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,6 +100,52 @@ func TestLinesMatchAddr2line(t *testing.T) {
 			}
 			if inlined == 0 {
 				t.Errorf("no address of work has inlined frames")
+			}
+		})
+	}
+}
+
+// TestLinesNestedFunctions: the inlined calls of a unit's functions are
+// read at a function's first lookup (dwarfline's inline tree), and a
+// function whose DIE lies inside another's (a GCC nested function, an
+// OpenMP region) is found whether it is asked for before its parent or
+// after: every address gives what addr2line gives, in both orders.
+func TestLinesNestedFunctions(t *testing.T) {
+	bin := symtest.BuildNested(t)
+	var nested, outer []uint64
+	for _, fn := range []string{"inner.0", "par._omp_fn.0"} {
+		nested = append(nested, symtest.SymbolRange(t, bin, fn)...)
+	}
+	for _, fn := range []string{"outer", "par", "plain", "main"} {
+		outer = append(outer, symtest.SymbolRange(t, bin, fn)...)
+	}
+	want := addr2line(t, bin, append(slices.Clone(nested), outer...))
+	for _, order := range []struct {
+		name  string
+		addrs []uint64
+	}{
+		{"nested first", append(slices.Clone(nested), outer...)},
+		{"parents first", append(slices.Clone(outer), nested...)},
+	} {
+		t.Run(order.name, func(t *testing.T) {
+			b, err := Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := map[string]bool{}
+			for _, a := range order.addrs {
+				got := sourceFrames(b.Lines(a))
+				if fmt.Sprint(got) != fmt.Sprint(want[a]) {
+					t.Errorf("Lines(%#x) = %v; addr2line says %v", a, got, want[a])
+				}
+				for _, f := range got {
+					named[f.function] = true
+				}
+			}
+			for _, fn := range []string{"inner", "par._omp_fn.0", "sq"} {
+				if !named[fn] {
+					t.Errorf("no address has a frame of %s: %v", fn, named)
+				}
 			}
 		})
 	}

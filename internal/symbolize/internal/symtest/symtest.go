@@ -235,6 +235,18 @@ func BuildInline(t testing.TB, extra ...string) string {
 	return out
 }
 
+// BuildNested compiles testdata/nested.c with gcc -O2 -g -fopenmp into
+// t.TempDir() and returns its path: a GCC nested function (inner.0) and
+// an OpenMP region (par._omp_fn.0), whose subprogram DIEs lie inside
+// another function's. Without gcc it skips as LookPath does.
+func BuildNested(t testing.TB) string {
+	t.Helper()
+	gcc := LookPath(t, "gcc", "builds the nested-function test workload from testdata/nested.c")
+	out := filepath.Join(t.TempDir(), "nested")
+	Run(t, gcc, "-O2", "-g", "-fopenmp", "-o", out, Testdata("nested.c"))
+	return out
+}
+
 // SymbolRange returns every address of the .symtab function name of bin.
 func SymbolRange(t testing.TB, bin, name string) []uint64 {
 	s := ElfSymbol(t, bin, name)
