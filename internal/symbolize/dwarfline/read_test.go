@@ -294,19 +294,7 @@ func TestDWARFReaderOnLibc(t *testing.T) {
 // function) reads them all, and is named.
 func TestInlineTreeLazy(t *testing.T) {
 	bin := symtest.BuildNested(t)
-	f, err := os.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ef, lr, err := elfio.OpenELF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := Load(ef, lr, nil)
-	if d == nil {
-		t.Fatal("Load: no DWARF")
-	}
+	d := loadFile(t, bin)
 	x := NewTable(d)
 	plain := symtest.ElfSymbol(t, bin, "plain").Value
 	if ls := x.Lines(plain + 4); len(ls) == 0 || ls[len(ls)-1].Function != "plain" {
@@ -361,19 +349,7 @@ func BenchmarkUnitFirstLookup(b *testing.B) {
 	}
 	bin := filepath.Join(dir, "big")
 	symtest.Run(b, gcc, "-O2", "-g", "-gz=none", "-o", bin, c)
-	f, err := os.Open(bin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	ef, lr, err := elfio.OpenELF(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := Load(ef, lr, nil)
-	if d == nil {
-		b.Fatal("Load: no DWARF")
-	}
+	d := loadFile(b, bin)
 	pc := symtest.ElfSymbol(b, bin, "f200").Value + 8
 	b.ReportAllocs()
 	for b.Loop() {
@@ -382,4 +358,24 @@ func BenchmarkUnitFirstLookup(b *testing.B) {
 			b.Fatal("no lines")
 		}
 	}
+}
+
+// loadFile returns the DWARF of the binary at path, read with no cache
+// (Load); it fails tb when there is none.
+func loadFile(tb testing.TB, path string) *Data {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	ef, lr, err := elfio.OpenELF(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := Load(ef, lr, nil)
+	if d == nil {
+		tb.Fatalf("%s: no DWARF", path)
+	}
+	return d
 }
