@@ -118,9 +118,6 @@ func (u *unitLoader) walkTree(r *dieReader, w *treeWalk, lazy bool) bool {
 		case ab.children:
 			w.open(n)
 		}
-		if r.b.bad {
-			return false
-		}
 	}
 	return true
 }
